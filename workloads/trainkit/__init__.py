@@ -1,0 +1,1 @@
+"""trainkit: the shared engine of the reference workloads (config, data, model, checkpoints, loop)."""

@@ -1,0 +1,133 @@
+"""Typed training config whose field docstrings are also the ``--help`` text."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import os
+import textwrap
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 60
+    """Optimizer steps to reach in total, counted across restarts (a resumed run stops at the same step)."""
+
+    seed: int = 0
+    """Seeds the model init, the dataset, the epoch permutations and the per-rank dropout RNG."""
+
+    dataset_size: int = 250
+    """Synthetic samples per epoch. 250 with 2 ranks x batch 4 gives a short last step (2 samples, rank 1 gets none) and ~2 epochs in 60 steps."""
+
+    batch_size: int = 4
+    """Samples per rank per step (the global batch is batch_size x world_size; the last step of an epoch may be short)."""
+
+    in_dim: int = 16
+    """Input features per sample."""
+
+    hidden: int = 64
+    """Hidden width of the 3-layer MLP."""
+
+    n_classes: int = 4
+    """Output classes."""
+
+    dropout: float = 0.1
+    """Dropout probability (makes the per-rank RNG state part of what a checkpoint must restore)."""
+
+    lr: float = 0.01
+    """AdamW learning rate."""
+
+    lr_step: int = 20
+    """StepLR period in steps."""
+
+    lr_gamma: float = 0.5
+    """StepLR decay factor."""
+
+    step_sleep: float = 0.05
+    """Seconds to sleep after each step, so a harness has time to inject faults mid-run."""
+
+    log_every: int = 10
+    """Rank 0 prints 'step N epoch E loss L' every N steps (0: never)."""
+
+    ckpt_dir: str = ""
+    """Checkpoint directory; empty means $CHAOS_CKPT_DIR, else ./ckpt."""
+
+    ckpt_every: int = 10
+    """Save a checkpoint every N steps (0: never)."""
+
+    ckpt_keep: int = 3
+    """Committed checkpoints to keep; older ones are deleted after a newer one commits."""
+
+    ckpt_retries: int = 3
+    """Attempts per save before it is abandoned with a ckpt_error event (training continues)."""
+
+    ckpt_retry_wait_s: float = 0.2
+    """First backoff between save attempts, doubled per attempt (capped at 2 s)."""
+
+    async_save: bool = False
+    """Stage the state in CPU memory and write it in a background thread (same commit guarantees)."""
+
+    pg_timeout_s: float = 60.0
+    """Process-group init and collective timeout, so a dead or hung peer is detected fast."""
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """The docstring written right below each dataclass field, by field name."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def parse_bool(text: str) -> bool:
+    lowered = str(text).strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true/false, got {text!r}")
+
+
+def build_parser(cls: type, description: str = "") -> argparse.ArgumentParser:
+    """An argparse parser with one ``--kebab-case`` flag per field of ``cls``."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    docs = field_docs(cls)
+    for f in dataclasses.fields(cls):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = docs.get(f.name, "")
+        kind = f.type if isinstance(f.type, type) else eval(f.type, {}, {})  # postponed annotations
+        if kind is bool:
+            # Accept both "--async-save" and "--async-save true" (the harness passes key value).
+            parser.add_argument(flag, type=parse_bool, nargs="?", const=True, default=f.default, help=help_text)
+        else:
+            parser.add_argument(flag, type=kind, default=f.default, help=help_text)
+    return parser
+
+
+def parse_config(cls: type[T], argv: list[str] | None = None, description: str = "") -> T:
+    args = build_parser(cls, description).parse_args(argv)
+    cfg = cls(**vars(args))
+    if hasattr(cfg, "ckpt_dir") and not cfg.ckpt_dir:  # type: ignore[attr-defined]
+        cfg.ckpt_dir = os.environ.get("CHAOS_CKPT_DIR") or "./ckpt"  # type: ignore[attr-defined]
+    return cfg
+
+
+def as_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)

@@ -1,0 +1,138 @@
+"""The training loop shared by the reference workloads, wired to the chaos event protocol."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from chaos import sdk
+from torch import nn
+
+from .checkpoint import CheckpointFormat, CheckpointManager
+from .config import TrainConfig
+from .data import GlobalCursorSampler, SyntheticDataset
+from .dist import DistEnv, GroupComm, destroy_distributed, init_distributed
+from .formats import AppState, DdpFormat
+from .model import build_model
+from .rng import seed_rank
+
+log = logging.getLogger("trainkit")
+
+
+class Trainer:
+    """One rank's training run: set up, resume, train to ``cfg.steps``, report, tear down.
+
+    Subclasses (the FSDP workload, the deliberately broken fixtures) override the ``build_*``
+    and ``parallelize`` hooks rather than the loop.
+    """
+
+    def __init__(self, cfg: TrainConfig) -> None:
+        self.cfg = cfg
+        self.env: DistEnv | None = None
+        self.step = 0
+
+    # ---- hooks --------------------------------------------------------------------------------
+
+    def parallelize(self, model: nn.Module) -> nn.Module:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        env = self.env
+        assert env is not None
+        return DDP(model, device_ids=[env.local_rank] if env.device.type == "cuda" else None)
+
+    def build_format(self) -> CheckpointFormat:
+        return DdpFormat()
+
+    def build_sampler(self) -> GlobalCursorSampler:
+        return GlobalCursorSampler(self.cfg.dataset_size, self.cfg.seed, self.cfg.batch_size)
+
+    def build_checkpointer(self, comm: GroupComm) -> Any:
+        async_comm = GroupComm(dist.new_group(backend="gloo")) if self.cfg.async_save else None
+        return CheckpointManager(
+            self.cfg.ckpt_dir, self.build_format(), comm, keep=self.cfg.ckpt_keep,
+            retries=self.cfg.ckpt_retries, retry_wait_s=self.cfg.ckpt_retry_wait_s, async_comm=async_comm,
+        )
+
+    def final_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Full (unsharded) model and optimizer state, keyed by parameter name, for the digest."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+        return get_state_dict(self.model, self.optimizer, options=StateDictOptions(full_state_dict=True))
+
+    # ---- run ----------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
+                            stream=sys.stderr)
+        try:
+            self.env = init_distributed(self.cfg.pg_timeout_s)
+            self.setup()
+            self.train()
+            self.finish()
+        except Exception:
+            log.exception("rank %s failed at step %d", self.env.rank if self.env else "?", self.step)
+            raise
+        finally:
+            destroy_distributed()
+        return 0
+
+    def setup(self) -> None:
+        cfg, env = self.cfg, self.env
+        assert env is not None
+        self.dataset = SyntheticDataset(cfg.dataset_size, cfg.seed, cfg.in_dim, cfg.n_classes)
+        sdk.start(dataset_size=len(self.dataset), device=str(env.device), local_rank=env.local_rank)
+        model = build_model(cfg.in_dim, cfg.hidden, cfg.n_classes, cfg.dropout, cfg.seed).to(env.device)
+        self.model = self.parallelize(model)
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr)
+        self.scheduler = torch.optim.lr_scheduler.StepLR(self.optimizer, step_size=cfg.lr_step, gamma=cfg.lr_gamma)
+        self.sampler = self.build_sampler()
+        seed_rank(cfg.seed, env.rank)
+        self.app = AppState(self.model, self.optimizer, self.scheduler, self.sampler, cfg.seed, env.rank)
+        self.checkpointer = self.build_checkpointer(GroupComm())
+        self.step, _path = self.checkpointer.resume(self.app)
+
+    def train(self) -> None:
+        cfg, env = self.cfg, self.env
+        assert env is not None
+        self.model.train()
+        while self.step < cfg.steps:
+            batch = self.sampler.next_batch(env.rank, env.world_size)
+            x, y = self.dataset.batch(batch.indices)
+            x, y = x.to(env.device), y.to(env.device)
+            out = self.model(x)
+            if batch.indices:
+                loss_sum = F.cross_entropy(out, y, reduction="sum")
+            else:
+                # No samples on this rank (short last step of an epoch): still run backward so the
+                # gradient all-reduce / reduce-scatter happens, with a zero loss tied to every parameter.
+                loss_sum = out.sum() * 0.0
+            # DDP and FSDP average gradients over ranks; scaling by world_size / global batch makes
+            # the update the mean over the whole global batch, however it is split across ranks.
+            (loss_sum * (env.world_size / batch.global_size)).backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()
+            self.step += 1
+            total = loss_sum.detach().reshape(1).clone()
+            dist.all_reduce(total)
+            loss = total.item() / batch.global_size
+            sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss)
+            if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
+                print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
+            if cfg.ckpt_every and self.step % cfg.ckpt_every == 0:
+                self.checkpointer.save(self.step, self.app)
+            if cfg.step_sleep > 0:
+                time.sleep(cfg.step_sleep)
+
+    def finish(self) -> None:
+        self.checkpointer.close()
+        model_state, optim_state = self.final_state()
+        digest = sdk.digest_state(model_state, optim_state)
+        sdk.final(self.step, digest=digest)
+        if self.env and self.env.rank == 0:
+            print(f"final step {self.step} digest {digest}", flush=True)
