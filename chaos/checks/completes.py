@@ -1,0 +1,52 @@
+"""``completes``: the job exited 0, reached its target step, within the restart bound, before the timeout."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+
+
+class CompletesConfig(CheckConfig):
+    max_restarts: int | None = Field(default=None, ge=0)
+    """At most this many restarts (attempts after the first); unset: any number torchrun allowed."""
+    min_step: int | None = Field(default=None, ge=1)
+    """The step training must reach; default the workload's 'steps' argument when it has one."""
+
+
+class Completes(Check, kind="completes"):
+    """The job exited 0, reached its target step, within the restart bound, before the timeout."""
+
+    Config = CompletesConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        c = self.config
+        h = outcome.history
+        attempts = h.attempts()
+        restarts = max(0, len(attempts) - 1)
+        target = c.min_step or _int(outcome.experiment.workload.args.get("steps"))
+        max_step = h.max_step()
+        figures = {"exit_code": outcome.exit_code, "restarts": restarts, "max_step": max_step,
+                   "target_step": target, "wall_s": round(outcome.wall_s, 2), "attempts": attempts}
+        if outcome.diagnostics:
+            return self.failed(outcome.diagnostics[0], **figures)
+        if outcome.timed_out:
+            return self.failed(f"timed out after {outcome.experiment.timeout_s:g} s at step {max_step}"
+                               + (f" of {target}" if target else ""), **figures)
+        if outcome.exit_code != 0:
+            tail = outcome.output_tail.strip().splitlines()[-1:] or [""]
+            return self.failed(f"workload exited {outcome.exit_code} at step {max_step} after "
+                               f"{restarts} restart(s); last output: {tail[0][:160]}", **figures)
+        if target and max_step < target:
+            return self.failed(f"exited 0 but reached step {max_step}, not {target}", **figures)
+        if c.max_restarts is not None and restarts > c.max_restarts:
+            return self.failed(f"needed {restarts} restarts, more than the allowed {c.max_restarts}", **figures)
+        return self.passed(f"exit 0 at step {max_step} after {restarts} restart(s) in {outcome.wall_s:.1f} s",
+                           **figures)
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,1 @@
+"""Subcommands of the ``chaos`` CLI, one module each."""

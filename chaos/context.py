@@ -1,0 +1,70 @@
+"""What a fault, target or check may touch during a run: its directories, ledger, shell, processes and history."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chaos.events import History
+from chaos.ledger import Ledger
+from chaos.processes import ProcessTree
+from chaos.shell import Shell
+
+if TYPE_CHECKING:
+    from chaos.experiment import Experiment
+    from chaos.targets.base import Target
+
+
+class HarnessLog:
+    """Appends the harness's own records (``launch``, ``fault_inject``, ``cmd``, ...) to harness.jsonl."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.records: list[dict[str, Any]] = []
+
+    def __call__(self, ev: str, **fields: Any) -> dict[str, Any]:
+        import json
+        import os
+        import socket
+
+        record = {"ev": ev, "t": time.time(), "mono": time.monotonic(), "pid": os.getpid(),
+                  "host": socket.gethostname(), "source": "harness", **fields}
+        self.records.append(record)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, default=str) + "\n")
+        return record
+
+
+@dataclass
+class RunContext:
+    experiment: "Experiment"
+    run_dir: Path
+    ckpt_dir: Path
+    ledger: Ledger
+    shell: Shell
+    log: HarnessLog
+    rng: random.Random
+    history: History = field(default_factory=History)
+    tree: ProcessTree = field(default_factory=ProcessTree)
+    target: "Target | None" = None
+    dry_run: bool = False
+    launch_no: int = 0
+    scratch: dict[str, Any] = field(default_factory=dict)
+    """Per-run state a fault or target shares with its later calls (e.g. a mount point)."""
+
+    @property
+    def events_dir(self) -> Path:
+        return self.run_dir / "events"
+
+    def inside(self, path: Path, root: Path | None = None) -> bool:
+        """Blast radius: is ``path`` inside ``root`` (the run directory by default), links resolved?"""
+        root = (root or self.run_dir).resolve()
+        try:
+            path.resolve().relative_to(root)
+            return True
+        except ValueError:
+            return False

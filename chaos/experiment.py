@@ -1,0 +1,466 @@
+"""The experiment file: a typed schema, loaded from YAML with every problem located by file, line and YAML path."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+
+from chaos.checks.base import Check, CheckConfig
+from chaos.errors import ExperimentError, Problem
+from chaos.faults.base import Fault, FaultConfig
+from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
+from chaos.targets.base import Target, TargetConfig
+from chaos.triggers.base import Trigger, all_of, any_of
+
+Scalar = Union[str, int, float, bool]
+COMBINATORS = ("any", "all")
+TRIGGER_MODIFIERS = ("delay_s", "times")
+
+
+class WorkloadConfig(BaseModel):
+    """What to train, and how torchrun launches it."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    script: str | None = None
+    """A training script the harness launches under torchrun (path relative to the experiment file, or its parent directories)."""
+    command: list[str] | None = None
+    """Your own launch command instead of ``script`` (e.g. ["torchrun", ..., "train.py"]). {run_dir}, {ckpt_dir}, {port}, {nproc_per_node}, {nnodes}, {node_rank}, {master_addr} are substituted."""
+    nproc_per_node: int = Field(default=2, ge=1, le=256)
+    """Worker processes per node."""
+    max_restarts: int = Field(default=3, ge=0, le=1000)
+    """torchrun --max-restarts: how many times the agent restarts the workers after a failure."""
+    args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
+    """Script arguments, passed as --key value (underscores become dashes); true flags pass as --key."""
+    env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for the workload."""
+    ckpt_dir: str | None = None
+    """Checkpoint directory; default <run_dir>/ckpt. Exposed to the workload as CHAOS_CKPT_DIR."""
+    join_timeout_s: float = Field(default=60.0, gt=0, le=3600)
+    """A spawned attempt whose ranks have not all sent ``start`` within this long is named as stuck in rendezvous/init."""
+    step_regex: str | None = None
+    """For workloads that do not speak the event protocol: a regex with a group 'step' matched on their output."""
+
+    @model_validator(mode="after")
+    def _one_of_script_command(self) -> "WorkloadConfig":
+        if (self.script is None) == (self.command is None):
+            raise ValueError("give exactly one of 'script' (a training script) or 'command' (your own launch command)")
+        return self
+
+
+@dataclass
+class TriggerSpec:
+    """A validated trigger: what to build, plus the modifiers shared by every kind."""
+
+    raw: Any
+    delay_s: float = 0.0
+    times: int | None = None
+
+    def build(self) -> Trigger:
+        return _build_trigger(self.raw)
+
+    def describe(self) -> str:
+        return json.dumps(self.raw, separators=(",", ":"))
+
+
+@dataclass
+class FaultSpec:
+    kind: str
+    config: FaultConfig
+    trigger: TriggerSpec
+    index: int
+
+    def build(self) -> Fault:
+        return FAULTS.get(self.kind)(self.config, self.index)
+
+
+@dataclass
+class CheckSpec:
+    kind: str
+    config: CheckConfig
+
+    def build(self) -> Check:
+        return CHECKS.get(self.kind)(self.config)
+
+
+@dataclass
+class Experiment:
+    name: str
+    description: str
+    workload: WorkloadConfig
+    target: TargetConfig
+    target_kind: str
+    faults: list[FaultSpec]
+    checks: list[CheckSpec]
+    timeout_s: float
+    seed: int
+    source: Path
+    raw: dict[str, Any] = field(default_factory=dict)
+
+    def resolve_script(self) -> Path | None:
+        """The workload script, relative to the experiment file's folder or any folder above it."""
+        if self.workload.script is None:
+            return None
+        return resolve_path(self.workload.script, self.source)
+
+    def workload_hash(self) -> str:
+        """Identity of the training config alone (for the golden cache): script bytes, args, world shape."""
+        h = hashlib.sha256()
+        script = self.resolve_script()
+        if script is not None:
+            h.update(script.read_bytes())
+            for helper in sorted(script.parent.glob("trainkit/*.py")):
+                h.update(helper.read_bytes())
+        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir"})
+        payload["target"] = self.target.model_dump()
+        payload["seed"] = self.seed
+        h.update(json.dumps(payload, sort_keys=True, default=str).encode())
+        try:
+            import torch
+
+            h.update(torch.__version__.encode())
+        except ImportError:
+            pass
+        return h.hexdigest()[:16]
+
+
+def resolve_path(value: str, source: Path) -> Path | None:
+    p = Path(value).expanduser()
+    if p.is_absolute():
+        return p if p.exists() else None
+    for base in [source.parent.resolve(), *source.parent.resolve().parents, Path.cwd()]:
+        if (base / p).exists():
+            return (base / p).resolve()
+    return None
+
+
+class ExperimentFile(BaseModel):
+    """The top level of an experiment YAML file."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Short identifier, used in run directory names and test ids."""
+    description: str = ""
+    """One or two sentences: what is injected and what recovery is expected."""
+    workload: WorkloadConfig
+    target: Any = "local"
+    """local | {kind: netns, nodes: 2, ...} | {kind: docker, ...}"""
+    faults: list[Any] = Field(default_factory=list, max_length=1000)
+    """Faults to inject, each {kind: ..., trigger: {...}, ...fields}."""
+    checks: list[Any] = Field(default_factory=list, max_length=100)
+    """Verdicts over the history, each {check-kind: {...fields}} or a bare check kind."""
+    timeout_s: float = Field(default=300.0, gt=0, le=7 * 24 * 3600)
+    """Wall-clock limit for the whole run; the workload is killed and every fault reverted when it passes."""
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    """Seeds every random choice the harness makes (random ranks, poisson triggers)."""
+
+
+# --------------------------------------------------------------------------- YAML with line numbers
+
+
+def _line_index(node: yaml.Node, path: tuple[Any, ...] = (), out: dict | None = None) -> dict:
+    """Map each YAML path (tuple of keys/indices) to its 1-based line."""
+    out = {} if out is None else out
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            out[path + (key,)] = key_node.start_mark.line + 1
+            _line_index(value_node, path + (key,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_index(item, path + (i,), out)
+    return out
+
+
+def _fmt_path(path: tuple[Any, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class _Collector:
+    def __init__(self, file: str, lines: dict) -> None:
+        self.file = file
+        self.lines = lines
+        self.problems: list[Problem] = []
+
+    def add(self, path: tuple[Any, ...], message: str) -> None:
+        line = None
+        for i in range(len(path), -1, -1):
+            if path[:i] in self.lines:
+                line = self.lines[path[:i]]
+                break
+        self.problems.append(Problem(self.file, line, _fmt_path(path), message))
+
+    def add_validation(self, base: tuple[Any, ...], exc: ValidationError) -> None:
+        for err in exc.errors():
+            loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
+            self.add(base + loc, _explain(err))
+
+
+def _explain(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    msg = err.get("msg", "invalid")
+    if kind == "extra_forbidden":
+        return "unknown field; remove it or check its spelling (see 'chaos schema')"
+    if kind == "missing":
+        return "required field is missing"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    inp = err.get("input")
+    if kind not in ("missing",) and isinstance(inp, (str, int, float, bool)) and len(repr(inp)) < 60:
+        return f"{msg} (got {inp!r})"
+    return msg
+
+
+def _model_fields_hint(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
+    """Load and validate one experiment file; raises ExperimentError listing every problem."""
+    path = Path(path)
+    file = str(path)
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ExperimentError([Problem(file, None, "", "file not found")]) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ExperimentError([Problem(file, None, "", f"cannot read the file: {exc}")]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ExperimentError([Problem(file, line, "", f"not valid YAML: {problem}")]) from None
+    except RecursionError:
+        raise ExperimentError([Problem(file, None, "", "YAML nesting is too deep")]) from None
+    lines = _line_index(node) if node is not None else {}
+    col = _Collector(file, lines)
+    if not isinstance(data, dict):
+        col.add((), "an experiment file must be a YAML mapping with at least 'name' and 'workload'")
+        raise ExperimentError(col.problems)
+    try:
+        top = ExperimentFile.model_validate(data)
+    except ValidationError as exc:
+        col.add_validation((), exc)
+        raise ExperimentError(col.problems) from None
+    except RecursionError:
+        raise ExperimentError([Problem(file, None, "", "the document is nested too deeply")]) from None
+
+    target_kind, target_cfg = _validate_target(top.target, col)
+    faults = [_validate_fault(i, f, col) for i, f in enumerate(top.faults)]
+    checks = [_validate_check(i, c, col) for i, c in enumerate(top.checks)]
+    exp = Experiment(
+        name=top.name, description=top.description, workload=top.workload,
+        target=target_cfg, target_kind=target_kind,
+        faults=[f for f in faults if f is not None], checks=[c for c in checks if c is not None],
+        timeout_s=top.timeout_s, seed=top.seed, source=path, raw=data,
+    )
+    if exp.workload.script is not None and exp.resolve_script() is None:
+        col.add(("workload", "script"),
+                f"script '{exp.workload.script}' not found next to {file} or in any folder above it; "
+                f"give a path relative to the experiment file or an absolute path")
+    for spec in exp.faults:
+        needs = FAULTS.get(spec.kind).needs_target
+        if needs and target_kind and target_kind not in needs:
+            col.add(("faults", spec.index, "kind"),
+                    f"fault '{spec.kind}' needs nodes with their own addresses: use target "
+                    f"{' or '.join(needs)} (this experiment's target is '{target_kind}')")
+    if col.problems:
+        raise ExperimentError(col.problems)
+    return exp
+
+
+def _validate_target(raw: Any, col: _Collector) -> tuple[str, TargetConfig]:
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    if not isinstance(raw, dict) or "kind" not in raw:
+        col.add(("target",), "target must be a kind name (local, netns, docker) or a mapping with 'kind'")
+        return "", TargetConfig()
+    kind = raw["kind"]
+    cls = TARGETS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(("target", "kind") if isinstance(raw.get("kind"), str) else ("target",),
+                TARGETS.unknown_message(kind))
+        return "", TargetConfig()
+    try:
+        return kind, cls.Config.model_validate({k: v for k, v in raw.items() if k != "kind"})
+    except ValidationError as exc:
+        col.add_validation(("target",), exc)
+        return "", TargetConfig()
+
+
+def _validate_fault(i: int, raw: Any, col: _Collector) -> FaultSpec | None:
+    base = ("faults", i)
+    if not isinstance(raw, dict):
+        col.add(base, "a fault must be a mapping like {kind: kill-rank, rank: 1, trigger: {at_step: 25}}")
+        return None
+    kind = raw.get("kind")
+    if kind is None:
+        col.add(base, f"missing 'kind'; known: {', '.join(FAULTS.kinds())}")
+        return None
+    cls = FAULTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(base + ("kind",), FAULTS.unknown_message(kind))
+        return None
+    fields = {k: v for k, v in raw.items() if k != "kind"}
+    for key in fields:
+        if isinstance(key, str) and key not in cls.Config.model_fields:
+            col.add(base + (key,), f"unknown field for fault '{kind}'; its fields: "
+                    f"{_model_fields_hint(cls.Config)}.{suggest(key, list(cls.Config.model_fields))}")
+    fields = {k: v for k, v in fields.items() if k in cls.Config.model_fields}
+    if "trigger" not in raw:
+        col.add(base, "missing 'trigger' (when to inject), e.g. trigger: {at_step: 25}")
+        return None
+    trigger = _validate_trigger(raw["trigger"], base + ("trigger",), col)
+    try:
+        config = cls.Config.model_validate(fields)
+    except ValidationError as exc:
+        col.add_validation(base, exc)
+        return None
+    if trigger is None:
+        return None
+    return FaultSpec(kind=kind, config=config, trigger=trigger, index=i)
+
+
+def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: int = 0) -> TriggerSpec | None:
+    example = "e.g. {at_step: 25}, {after_s: 10}, {on_event: ckpt_begin}, {any: [{at_step: 25}, {after_s: 60}]}"
+    if depth > 8:
+        col.add(path, "triggers are nested too deeply (at most 8 levels of any/all)")
+        return None
+    if not isinstance(raw, dict) or not raw:
+        col.add(path, f"a trigger must be a mapping naming one trigger kind, {example}")
+        return None
+    modifiers = {k: raw[k] for k in TRIGGER_MODIFIERS if k in raw}
+    kinds = [k for k in raw if k not in TRIGGER_MODIFIERS]
+    ok = True
+    delay = modifiers.get("delay_s", 0.0)
+    if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not 0 <= delay <= 86400:
+        col.add(path + ("delay_s",), "delay_s must be a number of seconds between 0 and 86400")
+        ok = False
+    times = modifiers.get("times")
+    if times is not None and (not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= 100000):
+        col.add(path + ("times",), "times must be a whole number from 1 to 100000")
+        ok = False
+    if len(kinds) != 1:
+        known = TRIGGERS.kinds() + list(COMBINATORS)
+        if not kinds:
+            col.add(path, f"no trigger kind given; known: {', '.join(known)}")
+        else:
+            col.add(path, f"one trigger kind per mapping (got {', '.join(map(str, kinds))}); "
+                          f"combine several with any: [...] or all: [...]")
+        return None
+    kind = kinds[0]
+    value = raw[kind]
+    if kind in COMBINATORS:
+        if not isinstance(value, list) or not value:
+            col.add(path + (kind,), f"'{kind}' takes a non-empty list of triggers, {example}")
+            return None
+        parts = [_validate_trigger(v, path + (kind, j), col, depth + 1) for j, v in enumerate(value)]
+        if any(p is None for p in parts):
+            return None
+        clean = {kind: [p.raw for p in parts]}  # type: ignore[union-attr]
+        return TriggerSpec(clean, float(delay), times) if ok else None
+    cls = TRIGGERS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(path + (kind,), TRIGGERS.unknown_message(kind).replace(
+            "; known:", f"; known: {', '.join(COMBINATORS)},"))
+        return None
+    params = value if isinstance(value, dict) else {cls.shorthand: value}
+    if isinstance(value, dict) and cls.shorthand:
+        params = {cls.shorthand: params.pop(cls.shorthand, None), **params} if cls.shorthand in value else params
+    try:
+        validated = cls.Params.model_validate(params)
+    except ValidationError as exc:
+        col.add_validation(path + (kind,), exc)
+        return None
+    clean = {kind: validated.model_dump(exclude_defaults=False)}
+    return TriggerSpec(clean, float(delay), times) if ok else None
+
+
+def _build_trigger(raw: dict[str, Any]) -> Trigger:
+    (kind, value), = [(k, v) for k, v in raw.items() if k not in TRIGGER_MODIFIERS]
+    if kind == "any":
+        return any_of(*[_build_trigger(v) for v in value])
+    if kind == "all":
+        return all_of(*[_build_trigger(v) for v in value])
+    cls = TRIGGERS.get(kind)
+    return cls(cls.Params.model_validate(value))
+
+
+def _validate_check(i: int, raw: Any, col: _Collector) -> CheckSpec | None:
+    base = ("checks", i)
+    if isinstance(raw, str):
+        raw = {raw: {}}
+    if not isinstance(raw, dict) or len(raw) != 1:
+        col.add(base, "a check is one mapping {check-kind: {fields}} or a bare check kind, "
+                      "e.g. '- exactly_once: {}' or '- completes: {max_restarts: 1}'")
+        return None
+    (kind, fields), = raw.items()
+    cls = CHECKS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(base + (kind,) if isinstance(kind, str) else base, CHECKS.unknown_message(kind))
+        return None
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, dict):
+        col.add(base + (kind,), f"the fields of check '{kind}' must be a mapping ({{}} for none); "
+                                f"its fields: {_model_fields_hint(cls.Config) or 'none'}")
+        return None
+    try:
+        config = cls.Config.model_validate(fields)
+    except ValidationError as exc:
+        col.add_validation(base + (kind,), exc)
+        return None
+    return CheckSpec(kind=kind, config=config)
+
+
+# --------------------------------------------------------------------------- JSON Schema
+
+
+def json_schema() -> dict[str, Any]:
+    """A JSON Schema for experiment files, generated from the registered typed configs."""
+    fault_models = [
+        create_model(f"Fault_{kind}", __base__=cls.Config, kind=(Literal[kind], ...),  # type: ignore[valid-type]
+                     trigger=(dict[str, Any], Field(description=FaultConfig.model_fields["trigger"].description)))
+        for kind, cls in FAULTS.items()
+    ]
+    check_models = [
+        create_model(f"Check_{kind}", __config__=ConfigDict(extra="forbid"),
+                     **{kind: (cls.Config, ...)})  # type: ignore[call-overload]
+        for kind, cls in CHECKS.items()
+    ]
+    target_models = [
+        create_model(f"Target_{kind}", __base__=cls.Config, kind=(Literal[kind], ...))  # type: ignore[valid-type]
+        for kind, cls in TARGETS.items()
+    ]
+    fault_union = Union[tuple(fault_models)] if fault_models else dict  # type: ignore[valid-type]
+    check_union = Union[tuple(check_models + [Literal[tuple(CHECKS.kinds())]])]  # type: ignore[valid-type]
+    target_union = Union[tuple(target_models + [Literal[tuple(TARGETS.kinds())]])]  # type: ignore[valid-type]
+    model = create_model(
+        "Experiment", __base__=ExperimentFile,
+        target=(target_union, Field(default="local", description=ExperimentFile.model_fields["target"].description)),
+        faults=(list[_discriminated(fault_union)], Field(default_factory=list)),  # type: ignore[valid-type]
+        checks=(list[check_union], Field(default_factory=list)),  # type: ignore[valid-type]
+    )
+    schema = model.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "chaos experiment"
+    return schema
+
+
+def _discriminated(union: Any) -> Any:
+    return Annotated[union, Field(discriminator="kind")]

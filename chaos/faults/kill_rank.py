@@ -1,0 +1,95 @@
+"""Kill one, a random or all training ranks with a signal (SIGKILL by default); torchrun should restart them."""
+
+from __future__ import annotations
+
+import signal as _signal
+from typing import Any, Literal
+
+from pydantic import field_validator
+
+from chaos.context import RunContext
+from chaos.errors import FaultError
+from chaos.faults.base import Fault, FaultConfig
+from chaos.processes import Worker
+
+# Stopping signals belong to hang-rank: a stopped rank is a hang, not a death.
+_NOT_KILLS = {"SIGSTOP", "SIGTSTP", "SIGCONT", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGWINCH", "SIGURG"}
+
+
+class KillRankConfig(FaultConfig):
+    rank: int | Literal["random", "all"] = 0
+    """Global rank to kill: a number, 'random' (drawn from the experiment's seed) or 'all'."""
+    signal: str = "SIGKILL"
+    """Signal name: SIGKILL (default), SIGTERM, SIGSEGV, SIGABRT, SIGBUS, SIGINT, ..."""
+    node: str | None = None
+    """Only consider workers on this node (multi-node targets); default any node."""
+
+    @field_validator("signal")
+    @classmethod
+    def _known_signal(cls, value: str) -> str:
+        name = value.upper()
+        name = name if name.startswith("SIG") else "SIG" + name
+        if name in _NOT_KILLS:
+            raise ValueError(f"{name} does not kill a process; use the hang-rank fault to stop a rank")
+        if not hasattr(_signal, name) or not isinstance(getattr(_signal, name), _signal.Signals):
+            raise ValueError(f"unknown signal '{value}'; e.g. SIGKILL, SIGTERM, SIGSEGV, SIGABRT")
+        return name
+
+
+def current_workers(run: RunContext, node: str | None = None) -> list[Worker]:
+    """Live workers of the newest attempt (the highest restart count present), optionally on one node."""
+    workers = [w for w in run.tree.workers() if node is None or w.node == node]
+    if not workers:
+        return []
+    newest = max(w.restart_count for w in workers)
+    return sorted((w for w in workers if w.restart_count == newest), key=lambda w: (w.rank or 0))
+
+
+def select_workers(run: RunContext, rank: int | str, node: str | None = None) -> list[Worker]:
+    """The workers a rank selector names; raises FaultError when none is alive."""
+    workers = current_workers(run, node)
+    if not workers:
+        raise FaultError("no live training worker in the run's process tree to act on "
+                         "(the job is between restarts or finished); trigger the fault earlier")
+    if rank == "all":
+        return workers
+    if rank == "random":
+        return [run.rng.choice(workers)]
+    chosen = [w for w in workers if w.rank == rank]
+    if not chosen:
+        raise FaultError(f"no live worker with rank {rank}; live ranks: {[w.rank for w in workers]}")
+    return chosen
+
+
+def signal_workers(run: RunContext, workers: list[Worker], sig: _signal.Signals) -> list[int]:
+    """Send ``sig`` to workers after re-checking each is still ours (never a reused PID)."""
+    import psutil
+
+    hit = []
+    for w in workers:
+        if not run.tree.owns(w.pid, w.create_time):
+            raise FaultError(f"refusing to signal pid {w.pid}: it is no longer the run's rank {w.rank} (PID reused?)")
+        try:
+            psutil.Process(w.pid).send_signal(sig)
+            hit.append(w.pid)
+        except psutil.NoSuchProcess:
+            continue
+    return hit
+
+
+class KillRank(Fault, kind="kill-rank"):
+    """Kill one, a random or all training ranks with a signal (SIGKILL by default); torchrun should restart them."""
+
+    Config = KillRankConfig
+
+    def plan(self, run: RunContext) -> list[str]:
+        c = self.config
+        return [f"kill -{c.signal.removeprefix('SIG')} <pid of rank {c.rank} in the newest attempt>"]
+
+    def inject(self, run: RunContext) -> dict[str, Any]:
+        c = self.config
+        workers = select_workers(run, c.rank, c.node)
+        # Nothing to register for revert: a killed process stays killed, recovery is the job's.
+        pids = signal_workers(run, workers, getattr(_signal, c.signal))
+        return {"pids": pids, "ranks": [w.rank for w in workers if w.pid in pids], "signal": c.signal,
+                "attempt": f"{run.launch_no}.{workers[0].restart_count}"}

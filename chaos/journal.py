@@ -1,0 +1,66 @@
+"""The run's record for machines: journal.json (faults, recovery figures, verdicts) and junit.xml for CI."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chaos.runner import RunReport
+
+
+def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:
+    o = report.outcome
+    h = o.history
+    return {
+        "experiment": o.experiment.name,
+        "description": o.experiment.description,
+        "source": str(o.experiment.source),
+        "run_dir": str(report.run_dir),
+        "started": wall0,
+        "wall_s": round(o.wall_s, 3),
+        "exit_code": report.exit_code,
+        "workload_exit_code": o.exit_code,
+        "timed_out": o.timed_out,
+        "attempts": h.attempts(),
+        "max_step": h.max_step(),
+        "diagnostics": o.diagnostics,
+        "commands": [r["cmdline"] for r in h.of("cmd")],
+        "faults": [asdict(f) for f in o.faults],
+        "checks": [asdict(c) for c in report.checks],
+        "revert_failures": report.revert_failures,
+    }
+
+
+def write_journal(report: "RunReport", wall0: float) -> None:
+    path = report.run_dir / "journal.json"
+    path.write_text(json.dumps(journal_dict(report, wall0), indent=2, default=str))
+
+
+def write_junit(report: "RunReport") -> None:
+    """One testsuite per experiment, one testcase per check; failures carry the one-line reason."""
+    o = report.outcome
+    checks = report.checks
+    suite = ET.Element("testsuite", {
+        "name": f"chaos.{o.experiment.name}",
+        "tests": str(len(checks)),
+        "failures": str(sum(c.verdict == "fail" for c in checks)),
+        "errors": str(sum(c.verdict == "error" for c in checks)),
+        "skipped": str(sum(c.verdict == "skip" for c in checks)),
+        "time": f"{o.wall_s:.3f}",
+    })
+    for c in checks:
+        case = ET.SubElement(suite, "testcase", {"classname": f"chaos.{o.experiment.name}", "name": c.kind})
+        if c.verdict == "fail":
+            ET.SubElement(case, "failure", {"message": c.reason}).text = json.dumps(c.figures, default=str)
+        elif c.verdict == "error":
+            ET.SubElement(case, "error", {"message": c.reason})
+        elif c.verdict == "skip":
+            ET.SubElement(case, "skipped", {"message": c.reason})
+        else:
+            ET.SubElement(case, "system-out").text = c.reason
+    root = ET.Element("testsuites")
+    root.append(suite)
+    ET.ElementTree(root).write(report.run_dir / "junit.xml", encoding="utf-8", xml_declaration=True)

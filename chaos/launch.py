@@ -1,0 +1,97 @@
+"""How a workload is started on a node: the torchrun command line and the protocol environment."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from chaos.context import RunContext
+
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Rendezvous:
+    """Where the agents meet. ``standalone`` lets a single-node torchrun pick its own free port."""
+
+    standalone: bool = True
+    host: str = "127.0.0.1"
+    port: int = 0
+    nnodes: str = "1"
+    node_rank: int = 0
+    run_id: str = "chaos"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on right now (parallel runs each get their own)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def script_args(args: dict) -> list[str]:
+    out: list[str] = []
+    for key, value in args.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            out.append(flag)
+            out.extend(str(v) for v in value)
+        else:
+            out.extend([flag, str(value)])
+    return out
+
+
+def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executable) -> list[str]:
+    """The command that starts one node's agent."""
+    exp = run.experiment
+    w = exp.workload
+    if w.command is not None:
+        subs = {
+            "run_dir": str(run.run_dir), "ckpt_dir": str(run.ckpt_dir), "port": str(rdzv.port),
+            "nproc_per_node": str(w.nproc_per_node), "nnodes": rdzv.nnodes,
+            "node_rank": str(rdzv.node_rank), "master_addr": rdzv.host,
+        }
+        return [_substitute(part, subs) for part in w.command]
+    argv = [python, "-m", "torch.distributed.run",
+            "--nproc-per-node", str(w.nproc_per_node),
+            "--max-restarts", str(w.max_restarts),
+            # The agent checks its workers this often: the floor of every detect_s figure.
+            "--monitor-interval", "0.1"]
+    if rdzv.standalone:
+        argv.append("--standalone")
+    else:
+        argv += ["--nnodes", rdzv.nnodes, "--node-rank", str(rdzv.node_rank),
+                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{rdzv.host}:{rdzv.port}",
+                 "--rdzv-id", rdzv.run_id]
+    argv.append(str(exp.resolve_script()))
+    return argv + script_args(w.args)
+
+
+def _substitute(part: str, subs: dict[str, str]) -> str:
+    for key, value in subs.items():
+        part = part.replace("{" + key + "}", value)
+    return part
+
+
+def workload_env(run: RunContext, node: str) -> dict[str, str]:
+    """The protocol variables plus the experiment's own, over the harness's environment."""
+    env = dict(os.environ)
+    # Make `chaos.sdk` importable by the workload even from a plain checkout.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")] if p)
+    env.update({
+        "CHAOS_RUN_DIR": str(run.run_dir),
+        "CHAOS_EVENTS_DIR": str(run.events_dir),
+        "CHAOS_CKPT_DIR": str(run.ckpt_dir),
+        "CHAOS_LAUNCH": str(run.launch_no),
+        "CHAOS_HOST": node,
+        "PYTHONUNBUFFERED": "1",
+    })
+    env.update(run.experiment.workload.env)
+    return env

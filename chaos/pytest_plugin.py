@@ -1,0 +1,76 @@
+"""pytest plugin: ``pytest experiments/`` runs each experiment file as a test item (works under ``-n``).
+
+Heavy imports happen inside the hooks so ``pytest --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("chaos", "chaos experiments")
+    group.addoption("--chaos-runs-dir", default="runs",
+                    help="where experiment run directories are written (default: ./runs)")
+    group.addoption("--chaos-all-yaml", action="store_true",
+                    help="collect every *.yaml as an experiment, not only files in an 'experiments' folder")
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    if file_path.suffix not in (".yaml", ".yml"):
+        return None
+    if "experiments" not in file_path.parts and not parent.config.getoption("--chaos-all-yaml"):
+        return None
+    return ExperimentFileCollector.from_parent(parent, path=file_path)
+
+
+class ExperimentFileCollector(pytest.File):
+    def collect(self) -> Any:
+        yield ExperimentItem.from_parent(self, name=self.path.stem)
+
+
+class ExperimentFailed(Exception):
+    pass
+
+
+class ExperimentItem(pytest.Item):
+    def runtest(self) -> None:
+        from chaos.errors import CapabilityError, ChaosError, ExperimentError
+        from chaos.experiment import load_experiment
+        from chaos.golden import Golden
+        from chaos.runner import Runner
+
+        try:
+            exp = load_experiment(self.path)
+        except ExperimentError as exc:
+            raise ExperimentFailed(f"invalid experiment:\n{exc}") from None
+        runs_root = Path(self.config.getoption("--chaos-runs-dir"))
+        try:
+            report = Runner(exp, runs_root=runs_root, golden=Golden(exp, runs_root)).run()
+        except CapabilityError as exc:
+            pytest.skip(f"{exc}")
+        except ChaosError as exc:
+            raise ExperimentFailed(f"harness error: {exc}") from None
+        self.user_properties.append(("run_dir", str(report.run_dir)))
+        if report.exit_code != 0:
+            raise ExperimentFailed(_summary(report))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        if isinstance(excinfo.value, ExperimentFailed):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, f"experiment: {self.name}"
+
+
+def _summary(report: Any) -> str:
+    lines = [f"experiment {report.outcome.experiment.name} failed (exit {report.exit_code}); "
+             f"run directory {report.run_dir}"]
+    lines += [f"  ! {d}" for d in report.outcome.diagnostics]
+    for c in report.checks:
+        lines.append(f"  {c.verdict.upper():5} {c.kind}: {c.reason}")
+    return "\n".join(lines)

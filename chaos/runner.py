@@ -1,0 +1,388 @@
+"""The run loop: prepare the target, launch, follow events, fire faults, revert everything, judge."""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos.checks.base import CheckResult, FaultRecord, RunOutcome
+from chaos.context import HarnessLog, RunContext
+from chaos.errors import ChaosError, UsageError
+from chaos.events import EventTail, History
+from chaos.experiment import Experiment, FaultSpec
+from chaos.faults.base import Fault
+from chaos.ledger import Ledger
+from chaos.processes import Worker
+from chaos.recovery import compute_recovery
+from chaos.registry import TARGETS
+from chaos.shell import Shell
+from chaos.triggers.base import Trigger, TriggerState
+
+POLL_S = 0.05
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM reached the harness: stop the workload, revert every fault, report."""
+
+
+@dataclass
+class _Armed:
+    """A fault waiting for its trigger, and its pending (delayed) or active injections."""
+
+    spec: FaultSpec
+    fault: Fault
+    trigger: Trigger
+    fires: int = 0
+    due: list[float] = field(default_factory=list)
+    active: list[tuple[FaultRecord, float | None]] = field(default_factory=list)
+
+    @property
+    def max_fires(self) -> int | None:
+        if self.spec.trigger.times is not None:
+            return self.spec.trigger.times
+        return None if self.trigger.repeating else 1
+
+
+@dataclass
+class RunReport:
+    """What ``chaos run`` returns: the outcome, the verdicts and where everything was written."""
+
+    outcome: RunOutcome
+    checks: list[CheckResult]
+    run_dir: Path
+    exit_code: int
+    revert_failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
+def new_run_dir(runs_root: Path, name: str) -> Path:
+    """``runs/<name>-<time>``, unique even for parallel runs started in the same second."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    runs_root.mkdir(parents=True, exist_ok=True)
+    for i in range(1000):
+        suffix = f"-{i}" if i else ""
+        path = runs_root / f"{name}-{stamp}-{os.getpid()}{suffix}"
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            continue
+    raise UsageError(f"cannot create a run directory under {runs_root}")
+
+
+class Runner:
+    """Runs one experiment. ``clock`` and ``sleep`` are injectable; ``golden`` provides the reference run."""
+
+    def __init__(self, experiment: Experiment, *, runs_root: Path | str = "runs", dry_run: bool = False,
+                 golden: Callable[[], dict[str, Any]] | None = None, echo: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.exp = experiment
+        self.runs_root = Path(runs_root)
+        self.dry_run = dry_run
+        self.golden = golden
+        self.echo = echo or (lambda _msg: None)
+        self.clock = clock
+        self.sleep = sleep
+        self._signals = 0
+        self._t0 = clock()
+
+    # ----------------------------------------------------------------------------------- setup
+
+    def _context(self) -> RunContext:
+        try:
+            run_dir = new_run_dir(self.runs_root, self.exp.name)
+        except OSError as exc:
+            raise UsageError(f"cannot create the run directory under '{self.runs_root}': {exc.strerror}; "
+                             f"pass a writable --runs-dir") from None
+        (run_dir / "events").mkdir()
+        ckpt = Path(self.exp.workload.ckpt_dir) if self.exp.workload.ckpt_dir else run_dir / "ckpt"
+        ckpt.mkdir(parents=True, exist_ok=True)
+        log = HarnessLog(run_dir / "harness.jsonl")
+        target_cls = TARGETS.get(self.exp.target_kind)
+        ctx = RunContext(experiment=self.exp, run_dir=run_dir, ckpt_dir=ckpt, ledger=Ledger(run_dir),
+                         shell=Shell(log, dry_run=self.dry_run), log=log,
+                         rng=random.Random(self.exp.seed), dry_run=self.dry_run)
+        ctx.target = target_cls(self.exp.target)
+        return ctx
+
+    def plan(self) -> list[str]:
+        """Every action the run would take, with exact commands, running none of them."""
+        run = self._context()
+        lines = [f"run directory: {run.run_dir}"]
+        lines += run.target.plan(run)
+        for spec in self.exp.faults:
+            fault = spec.build()
+            for line in fault.plan(run):
+                lines.append(f"fault {fault.label} when {spec.trigger.describe()}: {line}")
+        lines.append("at the end: kill the process tree, revert every fault (ledger in reverse), run checks")
+        return lines
+
+    # ----------------------------------------------------------------------------------- run
+
+    def run(self) -> RunReport:
+        run = self._context()
+        self.run_ctx = run
+        old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        armed: list[_Armed] = []
+        records: list[FaultRecord] = []
+        diagnostics: list[str] = []
+        exit_code: int | None = None
+        timed_out = False
+        start = self.clock()
+        wall0 = time.time()
+        revert_failures: list[str] = []
+        harness_error: str | None = None
+        tail_output = ""
+        try:
+            run.ledger.open()
+            run.target.check(run)
+            armed = [_Armed(s, s.build(), s.trigger.build()) for s in self.exp.faults]
+            for a in armed:
+                a.fault.check(run)
+            run.target.prepare(run)
+            for a in armed:
+                a.fault.prepare(run)
+            run.log("launch", launch=run.launch_no, target=self.exp.target_kind,
+                    nodes=run.target.node_count, experiment=self.exp.name)
+            start = self._t0 = self.clock()
+            run.target.launch(run)
+            exit_code, timed_out = self._loop(run, armed, records, diagnostics, start)
+        except Interrupted as exc:
+            harness_error = str(exc)
+            diagnostics.append(str(exc))
+        except ChaosError:
+            raise
+        finally:
+            revert_failures = self._finish(run, armed, records)
+            for s, handler in old.items():
+                signal.signal(s, handler)
+        wall_s = self.clock() - start
+        run.log("exit", code=exit_code, timed_out=timed_out, wall_s=round(wall_s, 3))
+        history = History.from_run_dir(run.run_dir)
+        for rec in records:
+            rec.recovery = compute_recovery(history, rec)
+        tail_output = _tail(run.run_dir / "output.log")
+        outcome = RunOutcome(
+            experiment=self.exp, run_dir=run.run_dir, ckpt_dir=run.ckpt_dir, history=history,
+            exit_code=exit_code, timed_out=timed_out, wall_s=wall_s, faults=records,
+            diagnostics=diagnostics, golden=self.golden, output_tail=tail_output)
+        results = [self._evaluate(spec, outcome) for spec in self.exp.checks]
+        if revert_failures:
+            results.append(CheckResult("revert", "error", f"{len(revert_failures)} revert(s) failed: "
+                                       + "; ".join(revert_failures)))
+        if harness_error:
+            code = 3
+        elif any(r.verdict == "error" for r in results):
+            code = 3
+        elif any(r.verdict == "fail" for r in results):
+            code = 1
+        else:
+            code = 0
+        report = RunReport(outcome, results, run.run_dir, code, revert_failures)
+        from chaos.journal import write_journal, write_junit
+
+        write_journal(report, wall0)
+        write_junit(report)
+        return report
+
+    def _evaluate(self, spec: Any, outcome: RunOutcome) -> CheckResult:
+        try:
+            return spec.build().evaluate(outcome)
+        except ChaosError as exc:
+            return CheckResult(spec.kind, "error", str(exc))
+        except Exception as exc:  # a bug in one check must not hide the other verdicts
+            return CheckResult(spec.kind, "error", f"the check crashed: {type(exc).__name__}: {exc}")
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            raise Interrupted(f"interrupted by {signal.Signals(signum).name}: workload stopped, faults reverted")
+        # A second Ctrl-C: skip the reverts, but say exactly what is left and how to undo it.
+        run = getattr(self, "run_ctx", None)
+        lines = ["second interrupt: skipping reverts. Left behind:"]
+        if run is not None:
+            for entry in run.ledger.pending():
+                lines.append(f"  [{entry.owner}] {entry.undo.describe()}")
+            lines.append(f"undo all of it with: chaos cleanup {run.run_dir}")
+        print("\n".join(lines), file=sys.stderr, flush=True)
+        os._exit(130)
+
+    def _loop(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord],
+              diagnostics: list[str], start: float) -> tuple[int | None, bool]:
+        tail = EventTail(run.events_dir)
+        step_re = re.compile(self.exp.workload.step_regex) if self.exp.workload.step_regex else None
+        out_tail = _LineTail(run.run_dir / "output.log") if step_re else None
+        max_step = 0
+        known: dict[tuple[int, float], Worker] = {}
+        spawned: dict[str, float] = {}
+        joined: dict[str, set[int]] = {}
+        world: dict[str, int] = {}
+        stuck_named: set[str] = set()
+        join_timeout = self.exp.workload.join_timeout_s
+        while True:
+            now = self.clock() - start
+            new = tail.poll()
+            if out_tail is not None:
+                new += self._regex_steps(run, out_tail, step_re)
+            for rec in new:
+                if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
+                    max_step = max(max_step, rec["step"])
+                if rec.get("ev") == "start":
+                    joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
+            run.history.add(new)
+            self._watch_workers(run, known, spawned, world)
+            for attempt, t_spawn in spawned.items():
+                need = world.get(attempt, 1)
+                have = len(joined.get(attempt, ()))
+                if have < need and attempt not in stuck_named and now - t_spawn > join_timeout:
+                    stuck_named.add(attempt)
+                    msg = (f"attempt {attempt} spawned, {'no rank' if not have else f'only {have} of {need} ranks'} "
+                           f"joined the process group within {join_timeout:g} s")
+                    diagnostics.append(msg)
+                    run.log("stuck", attempt=attempt, joined=have, world_size=need, message=msg)
+                    self.echo(msg)
+            if stuck_named and any(len(joined.get(a, ())) < world.get(a, 1) for a in stuck_named):
+                # A rendezvous that has not completed in join_timeout_s will not: waiting only burns time.
+                return run.target.exit_code(), False
+            state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng)
+            self._fire(run, armed, records, state)
+            code = run.target.exit_code()
+            if code is not None:
+                # One last read: events flushed just before the agent exited.
+                run.history.add(tail.poll())
+                return code, False
+            if now > self.exp.timeout_s:
+                run.log("timeout", timeout_s=self.exp.timeout_s)
+                return None, True
+            self.sleep(POLL_S)
+
+    def _regex_steps(self, run: RunContext, out_tail: "_LineTail", step_re: re.Pattern) -> list[dict]:
+        recs = []
+        for line in out_tail.poll():
+            m = step_re.search(line)
+            if m:
+                try:
+                    step = int(m.group("step") if "step" in step_re.groupindex else m.group(1))
+                except (IndexError, ValueError):
+                    continue
+                recs.append(run.log("step", step=step, source="output", attempt=f"{run.launch_no}.?"))
+        return recs
+
+    def _watch_workers(self, run: RunContext, known: dict, spawned: dict, world: dict) -> None:
+        current = {w.key: w for w in run.tree.workers()}
+        for key, w in current.items():
+            if key not in known:
+                attempt = f"{run.launch_no}.{w.restart_count}"
+                spawned.setdefault(attempt, self.clock() - self._start_of(run))
+                world[attempt] = world.get(attempt, 0) + 1
+                run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=attempt)
+        for key, w in known.items():
+            if key not in current:
+                run.log("worker_exit", worker_pid=w.pid, rank=w.rank, node=w.node,
+                        attempt=f"{run.launch_no}.{w.restart_count}")
+        known.clear()
+        known.update(current)
+
+    def _start_of(self, run: RunContext) -> float:
+        return self._t0
+
+    def _fire(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord], state: TriggerState) -> None:
+        for a in armed:
+            limit = a.max_fires
+            if (limit is None or a.fires + len(a.due) < limit) and a.trigger(state):
+                a.due.append(state.now + a.spec.trigger.delay_s)
+            for due in [d for d in a.due if d <= state.now]:
+                a.due.remove(due)
+                a.fires += 1
+                records.append(self._inject(run, a))
+            for rec, until in list(a.active):
+                if until is not None and state.now >= until:
+                    self._revert(run, a, rec)
+                    a.active.remove((rec, until))
+
+    def _inject(self, run: RunContext, a: _Armed) -> FaultRecord:
+        rec = FaultRecord(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=time.time())
+        rec.details["max_step_before"] = run.history.max_step()
+        try:
+            details = a.fault.inject(run) or {}
+            rec.details.update(details)
+            run.log("fault_inject", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index,
+                    t_fault=rec.t_inject, details=details)
+            self.echo(f"injected {a.fault.label}: {details}")
+        except ChaosError as exc:
+            rec.error = str(exc)
+            run.log("fault_error", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index, error=str(exc))
+            self.echo(f"could not inject {a.fault.label}: {exc}")
+        duration = a.fault.config.duration_s
+        a.active.append((rec, (self.clock() - self._start_of(run)) + duration if duration else None))
+        return rec
+
+    def _revert(self, run: RunContext, a: _Armed, rec: FaultRecord) -> None:
+        failures = a.fault.revert(run)
+        rec.t_revert = time.time()
+        rec.revert_errors = [f"{f.action}: {f.error}" for f in failures]
+        run.log("fault_revert", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index,
+                errors=rec.revert_errors)
+
+    def _finish(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord]) -> list[str]:
+        """Stop the workload and revert everything, whatever happened; every revert is attempted."""
+        failures: list[str] = []
+        try:
+            run.target.stop(run)
+        except Exception as exc:  # keep going: the reverts below matter more than this error
+            failures.append(f"stop workload: {exc}")
+        for a in armed:
+            for rec, _until in a.active:
+                try:
+                    self._revert(run, a, rec)
+                    failures += rec.revert_errors
+                except Exception as exc:
+                    failures.append(f"{a.fault.label}: {exc}")
+            a.active.clear()
+        try:
+            failures += [f"{f.owner}: {f.action}: {f.error}" for f in run.target.teardown(run)]
+        except Exception as exc:
+            failures.append(f"target teardown: {exc}")
+        # Anything still in the ledger (a fault that never recorded itself as active) goes too.
+        failures += [f"{f.owner}: {f.action}: {f.error}" for f in run.ledger.revert(run.shell)]
+        run.ledger.close()
+        return failures
+
+
+class _LineTail:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = ""
+
+    def poll(self) -> list[str]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        text = self.partial + data.decode(errors="replace")
+        lines = text.split("\n")
+        self.partial = lines.pop()
+        return lines
+
+
+def _tail(path: Path, n: int = 4000) -> str:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return ""
+    return data[-n:].decode(errors="replace")

@@ -1,0 +1,194 @@
+"""The workload side of the event protocol: append one JSON line per event, flushed per line.
+
+Dependency-light on purpose (stdlib only): users import this from their own training scripts.
+A process without ``CHAOS_EVENTS_DIR`` in its environment writes nothing and pays nothing.
+
+    from chaos import sdk
+    sdk.start(dataset_size=len(ds), device="cpu")
+    sdk.step(step, epoch=epoch, samples=indices, loss=loss.item())
+    sdk.final(step, digest=sdk.digest_state(model.state_dict(), optim.state_dict()))
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import threading
+import time
+from typing import Any, Iterable
+
+EVENTS_DIR_ENV = "CHAOS_EVENTS_DIR"
+RUN_DIR_ENV = "CHAOS_RUN_DIR"
+LAUNCH_ENV = "CHAOS_LAUNCH"
+HOST_ENV = "CHAOS_HOST"
+
+
+class EventWriter:
+    """Writes protocol records for one process to ``<events_dir>/<host>-<pid>.jsonl``."""
+
+    def __init__(self, events_dir: str | None, host: str | None = None) -> None:
+        self.events_dir = events_dir
+        self.host = host or os.environ.get(HOST_ENV) or socket.gethostname()
+        self._fh: io.TextIOWrapper | None = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.events_dir)
+
+    def _file(self) -> io.TextIOWrapper:
+        # Re-open after fork: a child must never append to its parent's file.
+        pid = os.getpid()
+        if self._fh is None or self._pid != pid:
+            os.makedirs(self.events_dir, exist_ok=True)  # type: ignore[arg-type]
+            path = os.path.join(self.events_dir, f"{self.host}-{pid}.jsonl")  # type: ignore[arg-type]
+            self._fh = open(path, "a", buffering=1, encoding="utf-8")
+            self._pid = pid
+        return self._fh
+
+    def emit(self, ev: str, **fields: Any) -> None:
+        """Append one record; a SIGKILL right after this call loses nothing already written."""
+        if not self.enabled:
+            return
+        record = {
+            "ev": ev,
+            "t": time.time(),
+            "mono": time.monotonic(),
+            "pid": os.getpid(),
+            "host": self.host,
+            "rank": _env_int("RANK", 0),
+            "world_size": _env_int("WORLD_SIZE", 1),
+            "attempt": attempt_id(),
+        }
+        record.update(fields)
+        line = json.dumps(record, separators=(",", ":"), default=_jsonable) + "\n"
+        with self._lock:
+            fh = self._file()
+            # One write() of one whole line: O_APPEND keeps concurrent writers' lines intact.
+            fh.write(line)
+            fh.flush()
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy arrays and torch tensors
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    return str(value)
+
+
+def attempt_id() -> str:
+    """``"<harness launch>.<torchelastic restart count>"``, unique per launch and restart."""
+    return f"{os.environ.get(LAUNCH_ENV, '0')}.{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+_writer: EventWriter | None = None
+
+
+def writer() -> EventWriter:
+    """The process-wide writer, configured from the environment on first use."""
+    global _writer
+    if _writer is None:
+        _writer = EventWriter(os.environ.get(EVENTS_DIR_ENV))
+    return _writer
+
+
+def enabled() -> bool:
+    return writer().enabled
+
+
+def emit(ev: str, **fields: Any) -> None:
+    writer().emit(ev, **fields)
+
+
+def start(*, dataset_size: int, device: str, local_rank: int | None = None, **extra: Any) -> None:
+    """The process is up and has joined the process group."""
+    if local_rank is None:
+        local_rank = _env_int("LOCAL_RANK", 0)
+    emit("start", local_rank=local_rank, dataset_size=dataset_size, device=device, **extra)
+
+
+def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra: Any) -> None:
+    """Optimizer step ``step`` (1-based) completed on this rank, having consumed ``samples``."""
+    emit("step", step=step, epoch=epoch, samples=[int(s) for s in samples], loss=float(loss), **extra)
+
+
+def ckpt_begin(step: int, path: str) -> None:
+    emit("ckpt_begin", step=step, path=str(path))
+
+
+def ckpt_commit(step: int, path: str, *, bytes: int, seconds: float) -> None:
+    emit("ckpt_commit", step=step, path=str(path), bytes=int(bytes), seconds=float(seconds))
+
+
+def ckpt_error(step: int, path: str, error: str) -> None:
+    emit("ckpt_error", step=step, path=str(path), error=str(error))
+
+
+def ckpt_load(step: int, path: str | None) -> None:
+    """Training resumed from this checkpoint; ``step`` 0 and ``path`` None mean a fresh start."""
+    emit("ckpt_load", step=step, path=str(path) if path else None)
+
+
+def ckpt_reject(path: str, reason: str) -> None:
+    emit("ckpt_reject", path=str(path), reason=reason)
+
+
+def health(*, source: str, code: int | str, device: str | int, action: str, **extra: Any) -> None:
+    emit("health", source=source, code=code, device=device, action=action, **extra)
+
+
+def final(step: int, digest: str, **extra: Any) -> None:
+    emit("final", step=step, digest=digest, **extra)
+
+
+def digest_state(*states: Any) -> str:
+    """A stable digest of nested state dicts (tensors by their bytes), for the ``final`` event.
+
+    Bit-exact: two runs that end in the same model and optimizer state get the same digest.
+    """
+    h = hashlib.sha256()
+    for state in states:
+        _feed(h, state)
+    return h.hexdigest()
+
+
+def _feed(h: "hashlib._Hash", obj: Any) -> None:
+    if isinstance(obj, dict):
+        h.update(b"{")
+        for key in sorted(obj, key=str):
+            h.update(str(key).encode())
+            h.update(b":")
+            _feed(h, obj[key])
+        h.update(b"}")
+    elif isinstance(obj, (list, tuple)):
+        h.update(b"[")
+        for item in obj:
+            _feed(h, item)
+        h.update(b"]")
+    elif hasattr(obj, "detach") and hasattr(obj, "dtype"):  # a torch tensor, without importing torch
+        tensor = obj.detach()
+        if hasattr(tensor, "full_tensor"):  # a DTensor: digest the logical tensor
+            tensor = tensor.full_tensor()
+        tensor = tensor.cpu().contiguous()
+        h.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
+        h.update(tensor.view(-1).view(torch_uint8(tensor)).numpy().tobytes() if tensor.numel() else b"")
+    else:
+        h.update(repr(obj).encode())
+
+
+def torch_uint8(tensor: Any) -> Any:
+    import torch  # only reached with a tensor in hand, so torch is already imported
+
+    return torch.uint8

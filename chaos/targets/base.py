@@ -1,0 +1,84 @@
+"""The target contract: where the nodes of a run live (this host, network namespaces, containers)."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from chaos.context import RunContext
+from chaos.registry import TARGETS
+
+
+class TargetConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+
+@dataclass
+class Node:
+    """One node of the run: its name, its address on the run's network (if any), and its agent process."""
+
+    name: str
+    rank: int
+    address: str | None = None
+    proc: subprocess.Popen | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def poll(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+
+class Target:
+    """Base class. Subclass with ``kind="..."`` to register.
+
+    ``prepare`` and ``launch`` register their undo in the ledger (owner ``"target"``) before acting,
+    so ``teardown`` and ``chaos cleanup`` remove whatever they made.
+    """
+
+    kind: ClassVar[str] = ""
+    Config: ClassVar[type[TargetConfig]] = TargetConfig
+
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if kind:
+            cls.kind = kind
+            TARGETS.register(kind, cls)
+
+    def __init__(self, config: TargetConfig) -> None:
+        self.config = config
+        self.nodes: list[Node] = []
+
+    @property
+    def node_count(self) -> int:
+        return 1
+
+    def check(self, run: RunContext) -> None:
+        """Raise CapabilityError naming what is missing (root, docker) and how to get it."""
+
+    def plan(self, run: RunContext) -> list[str]:
+        """What prepare/launch will do, with exact commands, for ``--dry-run``."""
+        return []
+
+    def prepare(self, run: RunContext) -> None:
+        """Create the nodes' environment (namespaces, bridges, containers)."""
+
+    def launch(self, run: RunContext) -> list[Node]:
+        """Start one torchrun agent per node; returns the nodes."""
+        raise NotImplementedError
+
+    def exit_code(self) -> int | None:
+        """None while any node's agent runs; then the first non-zero exit code, or 0."""
+        codes = [n.poll() for n in self.nodes]
+        if any(c is None for c in codes):
+            return None
+        return next((c for c in codes if c != 0), 0)
+
+    def stop(self, run: RunContext) -> None:
+        """Kill every process of the run (all nodes)."""
+        run.ledger.revert(run.shell, owner="target/procs")
+
+    def teardown(self, run: RunContext) -> list[Any]:
+        """Remove everything ``prepare`` made; returns revert failures."""
+        return run.ledger.revert(run.shell, owner="target")
