@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Set up a development environment in .venv: torch pinned to the CPU wheel, then this package.
+# With root, also the system tools the root/docker tests need (iproute2, nftables, docker.io) and a
+# running dockerd. Idempotent: re-running only fills in what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=${CHAOS_VENV:-.venv}
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+pip() { "$VENV/bin/python" -m pip "$@"; }
+# torch first and pinned: an unpinned torch (even through a dependency's range) pulls several GB
+# of CUDA wheels; 2.13.0 resolves to the local CPU wheel on these machines.
+if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
+  pip install -q "torch==2.13.0"
+fi
+pip install -q -e ".[dev]"
+
+if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then
+  missing=()
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v nft >/dev/null || missing+=(nftables)
+  command -v dockerd >/dev/null || missing+=(docker.io)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing ${missing[*]}" >&2
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+  if ! docker info >/dev/null 2>&1; then
+    echo "setup: starting dockerd (log: /tmp/chaos-dockerd.log)" >&2
+    (setsid dockerd >/tmp/chaos-dockerd.log 2>&1 &)
+    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 0.5; done
+    docker info >/dev/null 2>&1 || echo "setup: dockerd did not start; docker tests will skip (see /tmp/chaos-dockerd.log)" >&2
+  fi
+fi
+echo "setup: ready ($("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)'))" >&2

@@ -1,0 +1,132 @@
+"""The experiment loader: typed schema, and every problem reported with file, line, YAML path and fix."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import ExperimentError
+from chaos.experiment import json_schema, load_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GOOD = """\
+name: rank-kill
+workload:
+  script: workloads/ddp.py
+  nproc_per_node: 2
+  args: {steps: 60, ckpt_every: 10}
+faults:
+  - kind: kill-rank
+    rank: 1
+    trigger: {at_step: 25}
+checks:
+  - completes: {max_restarts: 1}
+  - recovery_time: {metric: resume_s, max_s: 20}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    exp_dir = tmp_path / "experiments"
+    exp_dir.mkdir(exist_ok=True)
+    (tmp_path / "workloads").mkdir(exist_ok=True)
+    (tmp_path / "workloads" / "ddp.py").write_text("print('hi')\n")
+    path = exp_dir / "x.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def problems(tmp_path: Path, text: str) -> list[str]:
+    with pytest.raises(ExperimentError) as exc:
+        load_experiment(write(tmp_path, text))
+    return [str(p) for p in exc.value.problems]
+
+
+def test_good_file_loads_typed(tmp_path: Path) -> None:
+    exp = load_experiment(write(tmp_path, GOOD))
+    assert exp.name == "rank-kill"
+    assert exp.workload.nproc_per_node == 2
+    assert exp.faults[0].kind == "kill-rank" and exp.faults[0].config.rank == 1
+    assert exp.faults[0].trigger.raw == {"at_step": {"at_step": 25}}
+    assert [c.kind for c in exp.checks] == ["completes", "recovery_time"]
+    assert exp.resolve_script() == (tmp_path / "workloads" / "ddp.py").resolve()
+
+
+def test_unknown_fault_kind_names_line_path_known_and_suggestion(tmp_path: Path) -> None:
+    [msg] = problems(tmp_path, GOOD.replace("kind: kill-rank", "kind: kil-rank"))
+    assert msg.startswith(f"{tmp_path}/experiments/x.yaml:7 faults[0].kind: unknown fault 'kil-rank'; known: ")
+    assert "kill-rank" in msg and "Did you mean 'kill-rank'?" in msg
+
+
+def test_every_problem_is_reported_not_just_the_first(tmp_path: Path) -> None:
+    text = GOOD.replace("rank: 1", "rank: one").replace("max_s: 20", "max_s: -3").replace(
+        "{at_step: 25}", "{at_stp: 25}")
+    msgs = problems(tmp_path, text)
+    assert any("faults[0].rank" in m and ":8 " in m for m in msgs), msgs
+    assert any("faults[0].trigger.at_stp" in m and "Did you mean 'at_step'?" in m for m in msgs), msgs
+    assert any("checks[1].recovery_time.max_s" in m and "greater than 0" in m for m in msgs), msgs
+
+
+def test_unknown_field_suggests_the_right_one(tmp_path: Path) -> None:
+    [msg] = problems(tmp_path, GOOD.replace("rank: 1", "rnak: 1"))
+    assert "faults[0].rnak: unknown field for fault 'kill-rank'" in msg and "Did you mean 'rank'?" in msg
+
+
+def test_unknown_check_and_bad_yaml(tmp_path: Path) -> None:
+    [msg] = problems(tmp_path, GOOD.replace("completes:", "complete:"))
+    assert "checks[0].complete: unknown check 'complete'" in msg and "Did you mean 'completes'?" in msg
+    [msg] = problems(tmp_path, "name: x\nworkload: [unclosed\n")
+    assert "x.yaml:3" in msg and "not valid YAML" in msg
+
+
+def test_script_or_command_exactly_one(tmp_path: Path) -> None:
+    [msg] = problems(tmp_path, "name: x\nworkload: {nproc_per_node: 2}\n")
+    assert "workload" in msg and "exactly one of 'script'" in msg
+    [msg] = problems(tmp_path, "name: x\nworkload: {script: nope.py}\n")
+    assert "workload.script: script 'nope.py' not found" in msg
+
+
+def test_trigger_forms(tmp_path: Path) -> None:
+    text = GOOD.replace("{at_step: 25}", "{any: [{at_step: 25}, {after_s: 60}], delay_s: 1.5}")
+    exp = load_experiment(write(tmp_path, text))
+    assert exp.faults[0].trigger.delay_s == 1.5
+    text = GOOD.replace("{at_step: 25}", "{at_step: 25, after_s: 3}")
+    [msg] = problems(tmp_path, text)
+    assert "one trigger kind per mapping" in msg and "any: [...]" in msg
+    text = GOOD.replace("{at_step: 25}", "{on_event: {on_event: ckpt_commit, nth: 2}}")
+    assert load_experiment(write(tmp_path, text)).faults[0].trigger.raw["on_event"]["nth"] == 2
+
+
+def test_command_workload_is_first_class(tmp_path: Path) -> None:
+    text = "name: own\nworkload:\n  command: [torchrun, --standalone, train.py, --out, '{ckpt_dir}']\n"
+    exp = load_experiment(write(tmp_path, text))
+    assert exp.workload.command[-1] == "{ckpt_dir}" and exp.resolve_script() is None
+
+
+def test_json_schema_is_generated_from_the_registered_configs() -> None:
+    schema = json_schema()
+    text = str(schema)
+    assert "kill-rank" in text and "at_step" not in schema["properties"]
+    assert schema["properties"]["faults"]["type"] == "array"
+    assert "Global rank to kill" in text  # field docstrings become descriptions
+
+
+def test_every_shipped_experiment_validates() -> None:
+    files = sorted((ROOT / "experiments").glob("*.yaml"))
+    assert files
+    for path in files:
+        load_experiment(path)
+
+
+def test_every_registered_fault_and_check_has_an_example_experiment() -> None:
+    from chaos.registry import CHECKS, FAULTS
+
+    used_faults, used_checks = set(), set()
+    for path in (ROOT / "experiments").glob("*.yaml"):
+        exp = load_experiment(path)
+        used_faults |= {f.kind for f in exp.faults}
+        used_checks |= {c.kind for c in exp.checks}
+    assert set(FAULTS.kinds()) <= used_faults, f"faults without an example: {set(FAULTS.kinds()) - used_faults}"
+    assert set(CHECKS.kinds()) <= used_checks, f"checks without an example: {set(CHECKS.kinds()) - used_checks}"

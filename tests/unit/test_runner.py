@@ -1,0 +1,121 @@
+"""The run loop against a torch-free fake torchrun: triggers, kill-rank, recovery figures, reverts, named hangs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from chaos.experiment import load_experiment
+from chaos.runner import Runner
+
+FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_torchrun.py"
+
+
+def experiment(tmp_path: Path, body: str, extra_args: str = ""):
+    path = tmp_path / "exp.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: fake
+        workload:
+          command: [{sys.executable}, {FAKE}, --steps, "40", --step-sleep, "0.03" {extra_args}]
+          join_timeout_s: 3
+        timeout_s: 60
+        """) + textwrap.dedent(body))
+    return load_experiment(path)
+
+
+def test_kill_rank_is_injected_at_the_step_and_recovery_is_timed(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 12}
+        checks:
+          - completes: {max_restarts: 1, min_step: 40}
+          - recovery_time: {metric: resume_s, max_s: 20}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 0, [(c.kind, c.reason) for c in report.checks]
+    [fault] = report.outcome.faults
+    assert fault.details["ranks"] == [1] and fault.details["signal"] == "SIGKILL"
+    rec = fault.recovery
+    assert rec["attempt_before"] == "0.0" and rec["attempt_after"] == "0.1"
+    assert rec["pre_fault_max_step"] >= 12
+    assert rec["resumed_from_step"] == 10 and rec["lost_steps"] == rec["pre_fault_max_step"] - 10
+    assert 0 <= rec["detect_s"] <= rec["restart_s"] <= rec["resume_s"] <= rec["regain_s"]
+    journal = json.loads((report.run_dir / "journal.json").read_text())
+    assert journal["faults"][0]["recovery"]["resume_s"] == rec["resume_s"]
+    assert journal["attempts"] == ["0.0", "0.1"]
+    junit = (report.run_dir / "junit.xml").read_text()
+    assert 'tests="2"' in junit and 'failures="0"' in junit
+
+
+def test_a_failed_check_gives_exit_1_with_a_reason(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 0
+            trigger: {at_step: 12}
+        checks:
+          - completes: {max_restarts: 0}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1
+    assert report.checks[0].verdict == "fail"
+    assert "needed 1 restarts, more than the allowed 0" in report.checks[0].reason
+
+
+def test_timeout_kills_the_tree_and_says_so(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, "checks: [completes]\n")
+    exp.timeout_s = 0.5
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.outcome.timed_out and report.exit_code == 1
+    assert report.checks[0].reason.startswith("timed out after 0.5 s")
+    assert report.run_dir.joinpath("ledger.jsonl").read_text().splitlines()[-1].startswith('{"closed"')
+
+
+def test_an_attempt_stuck_before_joining_is_named(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 5}
+        checks: [completes]
+        """, extra_args=", --hang-init")
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1
+    assert report.outcome.diagnostics == ["attempt 0.1 spawned, no rank joined the process group within 3 s"]
+    assert report.checks[0].reason == report.outcome.diagnostics[0]
+    assert report.outcome.wall_s < 30  # named at join_timeout_s, not at timeout_s
+
+
+def test_fault_error_is_recorded_not_raised(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 7
+            trigger: {at_step: 3}
+        checks: [recovery_time]
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    [fault] = report.outcome.faults
+    assert "no live worker with rank 7" in fault.error
+    assert report.checks[0].verdict == "fail" and "no fault was injected" in report.checks[0].reason
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.4])
+def test_delay_s_postpones_injection(tmp_path: Path, delay: float) -> None:
+    exp = experiment(tmp_path, f"""\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {{at_step: 5, delay_s: {delay}}}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    [fault] = report.outcome.faults
+    steps_at_inject = fault.details["max_step_before"]
+    # 0.4 s at 0.03 s per step is over ten more steps.
+    assert (steps_at_inject >= 12) == (delay > 0), steps_at_inject

@@ -1,0 +1,61 @@
+"""Triggers fire when they should, once unless repeating, and combine with | and &; no sleeping."""
+
+from __future__ import annotations
+
+import random
+
+from chaos.triggers.after_s import AfterS, AfterSParams
+from chaos.triggers.at_step import AtStep, AtStepParams
+from chaos.triggers.base import TriggerState, all_of
+from chaos.triggers.every_steps import EverySteps, EveryStepsParams
+from chaos.triggers.on_event import OnEvent, OnEventParams
+from chaos.triggers.poisson import Poisson, PoissonParams
+
+
+def st(now: float = 0.0, step: int = 0, events: list | None = None, seed: int = 0) -> TriggerState:
+    return TriggerState(now=now, step=step, new_events=events or [], rng=random.Random(seed))
+
+
+def test_at_step_fires_once_at_or_after_the_step() -> None:
+    t = AtStep(AtStepParams(at_step=25))
+    assert [t(st(step=s)) for s in (10, 24, 26, 30, 25)] == [False, False, True, False, False]
+
+
+def test_after_s_fires_once() -> None:
+    t = AfterS(AfterSParams(after_s=5))
+    assert [t(st(now=n)) for n in (0, 4.9, 5.0, 6)] == [False, False, True, False]
+
+
+def test_every_steps_fires_per_multiple_even_when_steps_jump() -> None:
+    t = EverySteps(EveryStepsParams(every_steps=10))
+    assert [t(st(step=s)) for s in (9, 10, 11, 35, 36, 40)] == [False, True, False, True, False, True]
+
+
+def test_on_event_matches_and_counts_once_per_attempt_and_step() -> None:
+    t = OnEvent(OnEventParams(on_event="ckpt_commit", nth=2))
+    ev = lambda step, rank: {"ev": "ckpt_commit", "step": step, "rank": rank, "attempt": "0.0"}  # noqa: E731
+    assert not t(st(events=[ev(10, 0), ev(10, 1), {"ev": "step", "step": 11}]))
+    assert t(st(events=[ev(20, 1)]))
+    assert not t(st(events=[ev(30, 0)]))
+    only_step = OnEvent(OnEventParams(on_event="ckpt_begin", step=20, rank=0))
+    assert not only_step(st(events=[{"ev": "ckpt_begin", "step": 20, "rank": 1}]))
+    assert only_step(st(events=[{"ev": "ckpt_begin", "step": 20, "rank": 0}]))
+
+
+def test_poisson_is_seeded_and_repeating() -> None:
+    def fire_times(seed: int) -> list[float]:
+        t = Poisson(PoissonParams(mean_interval_s=2.0))
+        rng = random.Random(seed)
+        return [n / 10 for n in range(600) if t(TriggerState(now=n / 10, rng=rng))]
+
+    a, b = fire_times(1), fire_times(1)
+    assert a == b and len(a) > 10
+    assert fire_times(2) != a
+
+
+def test_or_and_compose_and_plain_functions_are_triggers() -> None:
+    t = AtStep(AtStepParams(at_step=50)) | AfterS(AfterSParams(after_s=3))
+    assert not t(st(now=1, step=10)) and t(st(now=3.5, step=11))
+    both = all_of(AtStep(AtStepParams(at_step=5)), lambda s: s.now > 10)
+    assert not both(st(now=1, step=6)) and not both(st(now=5, step=7)) and both(st(now=11, step=8))
+    assert "at_step=50 | after_s=3.0" == t.describe()
