@@ -1,0 +1,82 @@
+"""``matches_golden``: the run ends where a fault-free run of the same workload config ends."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.errors import ChaosError
+from chaos.golden import summarize_finals
+
+
+class MatchesGoldenConfig(CheckConfig):
+    loss_rtol: float = Field(default=0.05, ge=0)
+    """Relative tolerance on the final loss, used only when the world size differs from the golden run's (digests cannot match then)."""
+
+
+class MatchesGolden(Check, kind="matches_golden"):
+    """Final per-rank digests equal a fault-free run's (same world size: bit-exact; changed world size: loss within loss_rtol)."""
+
+    Config = MatchesGoldenConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        if outcome.golden is None:
+            return CheckResult(self.kind, "error", "no golden run is available to this runner "
+                                                   "(construct Runner with golden=Golden(experiment, runs_root))")
+        mine = summarize_finals(outcome.history)
+        if not mine["ranks"]:
+            return self.failed("the run wrote no final event, so there is nothing to compare with the golden run")
+        try:
+            golden = outcome.golden()
+        except ChaosError as exc:
+            return CheckResult(self.kind, "error", str(exc))
+        figures = {"world_size": mine["world_size"], "golden_world_size": golden["world_size"],
+                   "final_step": mine["final_step"], "golden_final_step": golden["final_step"],
+                   "final_loss": mine["final_loss"], "golden_final_loss": golden["final_loss"],
+                   "golden_run": golden.get("run_dir")}
+        if mine["world_size"] == golden["world_size"]:
+            return self._compare_digests(mine, golden, figures)
+        return self._compare_loss(mine, golden, figures)
+
+    def _compare_digests(self, mine: dict, golden: dict, figures: dict) -> CheckResult:
+        figures["comparison"] = "digest"
+        ranks = sorted(set(mine["ranks"]) | set(golden["ranks"]), key=_rank_order)
+        differ = []
+        for rank in ranks:
+            got = (mine["ranks"].get(rank) or {}).get("digest")
+            want = (golden["ranks"].get(rank) or {}).get("digest")
+            if got != want:
+                differ.append(f"rank {rank} {_short(got)} != golden {_short(want)}")
+        figures["mismatched_ranks"] = differ
+        steps = f"step {mine['final_step']} vs golden step {golden['final_step']}"
+        if differ:
+            loss = ""
+            if mine["final_loss"] is not None and golden["final_loss"] is not None:
+                loss = f"; final loss {mine['final_loss']:.6g} vs golden {golden['final_loss']:.6g}"
+            return self.failed(f"final digests differ from the fault-free run ({len(differ)} of {len(ranks)} "
+                               f"ranks: {'; '.join(differ[:2])}) at {steps}{loss}", **figures)
+        return self.passed(f"all {len(ranks)} ranks' final digests bit-identical to the fault-free run "
+                           f"(world size {mine['world_size']}, {steps})", **figures)
+
+    def _compare_loss(self, mine: dict, golden: dict, figures: dict) -> CheckResult:
+        figures["comparison"] = "loss"
+        got, want = mine["final_loss"], golden["final_loss"]
+        world = f"world size {mine['world_size']} vs golden {golden['world_size']}"
+        if got is None or want is None:
+            return self.failed(f"{world}, so digests cannot match, and the final loss is unknown "
+                               f"(step events carry no 'loss')", **figures)
+        rel = abs(got - want) / max(abs(want), 1e-12)
+        figures["loss_rel_diff"] = rel
+        text = (f"final loss {got:.6g} vs golden {want:.6g} (relative difference {rel:.3g}, "
+                f"tolerance {self.config.loss_rtol:g}); compared losses because the {world}")
+        if rel > self.config.loss_rtol:
+            return self.failed(text, **figures)
+        return self.passed(text, **figures)
+
+
+def _rank_order(rank: str) -> tuple[int, str]:
+    return (int(rank), "") if rank.lstrip("-").isdigit() else (1 << 30, rank)
+
+
+def _short(digest: object) -> str:
+    return "none" if digest is None else str(digest)[:12]

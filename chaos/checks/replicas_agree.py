@@ -1,0 +1,37 @@
+"""``replicas_agree``: every rank of the final attempt ends with the same model+optimizer digest."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+
+
+class ReplicasAgree(Check, kind="replicas_agree"):
+    """Every rank of the final attempt wrote a final digest, and all of them are equal (DDP replicas; FSDP full-state digests)."""
+
+    Config = CheckConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        h = outcome.history
+        attempt = h.final_attempt()
+        if attempt is None:
+            return self.failed("the run wrote no final event, so there are no final states to compare")
+        finals = [r for r in h.finals() if str(r.get("attempt")) == attempt]
+        world = max(int(r.get("world_size") or 1) for r in finals)
+        by_digest: dict[str, list[str]] = defaultdict(list)
+        for r in sorted(finals, key=lambda r: str(r.get("rank"))):
+            by_digest[str(r.get("digest"))].append(str(r.get("rank")))
+        reported = {str(r.get("rank")) for r in finals}
+        absent = sorted({str(i) for i in range(world)} - reported)
+        figures = {"attempt": attempt, "world_size": world,
+                   "digests": {d[:12]: ranks for d, ranks in by_digest.items()}, "ranks_without_final": absent}
+        if len(by_digest) > 1:
+            groups = "; ".join(f"ranks {', '.join(ranks)}: {d[:12]}" for d, ranks in by_digest.items())
+            return self.failed(f"attempt {attempt}'s ranks ended with {len(by_digest)} different digests ({groups})",
+                               **figures)
+        if absent:
+            return self.failed(f"rank(s) {', '.join(absent)} of {world} wrote no final event in attempt {attempt}",
+                               **figures)
+        return self.passed(f"all {world} ranks of attempt {attempt} ended with digest {next(iter(by_digest))[:12]}",
+                           **figures)
