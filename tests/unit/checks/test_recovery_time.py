@@ -1,0 +1,78 @@
+"""recovery_time and the per-fault figures of chaos.recovery, on a synthetic kill and restart."""
+
+from __future__ import annotations
+
+from chaos.checks.base import FaultRecord
+from chaos.checks.recovery_time import RecoveryTime, RecoveryTimeConfig
+from chaos.recovery import compute_recovery
+
+
+def killed_and_resumed(sim):
+    """0.0 runs to step 8 (commit at 6); rank 1 is killed; 0.1 loads 6 and runs on. Returns the fault."""
+    from conftest import Cursor
+
+    sim.start("0.0")
+    sim.train("0.0", 1, 8, Cursor(16), ckpt_every=3)
+    t_kill = sim.t + 0.5
+    sim.t += 1.0
+    sim.records.append({"ev": "worker_exit", "t": sim.t, "source": "harness", "worker_pid": 101,
+                        "attempt": "0.0", "rank": 1})
+    sim.t += 1.0
+    sim.records.append({"ev": "worker_exit", "t": sim.t, "source": "harness", "worker_pid": 100, "attempt": "0.0",
+                        "rank": 0})
+    sim.start("0.1", load=6)
+    sim.train("0.1", 7, 12, sim.resume(6))
+    return FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=t_kill,
+                       details={"pids": [101]})
+
+
+def test_compute_recovery_figures(sim):
+    fault = killed_and_resumed(sim)
+    h = sim.history()
+    figures = compute_recovery(h, fault)
+    t0 = fault.t_inject
+    starts = [r for r in h.of("start", attempt="0.1")]
+    first_step = h.of("step", attempt="0.1")[0]
+    regain = next(r for r in h.of("step", attempt="0.1") if r["step"] >= 8)
+    assert figures["attempt_before"] == "0.0" and figures["attempt_after"] == "0.1"
+    assert figures["pre_fault_max_step"] == 8
+    # The victim's own exit (pid 101) is the fault, not a reaction; rank 0's exit (pid 100) is.
+    assert figures["detect_s"] == 1.5
+    assert figures["restart_s"] == round(starts[0]["t"] - t0, 3)
+    assert figures["resume_s"] == round(first_step["t"] - t0, 3)
+    assert figures["regain_s"] == round(regain["t"] - t0, 3)
+    assert figures["resumed_from_step"] == 6 and figures["lost_steps"] == 2
+
+
+def test_no_restart_leaves_the_later_figures_unset(sim):
+    from conftest import Cursor
+
+    sim.start("0.0")
+    sim.train("0.0", 1, 4, Cursor(16))
+    fault = FaultRecord(index=0, kind="kill-rank", label="k", t_inject=sim.t + 0.5)
+    figures = compute_recovery(sim.history(), fault)
+    assert figures["restart_s"] is None and figures["resume_s"] is None and figures["lost_steps"] is None
+
+
+def fault_with(**recovery):
+    return FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=0.0, recovery=recovery)
+
+
+def test_bound_on_the_named_metric(sim, outcome_of):
+    outcome = outcome_of(sim.history(), faults=[fault_with(resume_s=4.0, lost_steps=3)])
+    assert RecoveryTime(RecoveryTimeConfig(metric="resume_s", max_s=5)).evaluate(outcome).verdict == "pass"
+    result = RecoveryTime(RecoveryTimeConfig(metric="resume_s", max_s=3)).evaluate(outcome)
+    assert result.verdict == "fail" and "resume_s 4 exceeds the bound 3" in result.reason
+    assert RecoveryTime(RecoveryTimeConfig(metric="lost_steps", max=2)).evaluate(outcome).verdict == "fail"
+
+
+def test_a_recovery_that_never_happened_fails(sim, outcome_of):
+    outcome = outcome_of(sim.history(), faults=[fault_with(resume_s=None)])
+    result = RecoveryTime(RecoveryTimeConfig(max_s=30)).evaluate(outcome)
+    assert result.verdict == "fail" and "never happened" in result.reason
+
+
+def test_no_injected_fault_fails(sim, outcome_of):
+    failed = FaultRecord(index=0, kind="kill-rank", label="k", t_inject=0.0, error="no such rank")
+    result = RecoveryTime(RecoveryTimeConfig(max_s=30)).evaluate(outcome_of(sim.history(), faults=[failed]))
+    assert result.verdict == "fail" and "no fault was injected" in result.reason
