@@ -1,0 +1,54 @@
+"""The pytest plugin: experiment files become test items, verdicts become pass/fail, and -n 2 has no cross-talk."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_torchrun.py"
+
+
+def exp_text(name: str, max_restarts: int) -> str:
+    return f"""\
+name: {name}
+workload:
+  command: [{sys.executable}, {FAKE}, --steps, "20", --step-sleep, "0.02"]
+faults:
+  - kind: kill-rank
+    rank: 1
+    trigger: {{at_step: 6}}
+checks:
+  - completes: {{max_restarts: {max_restarts}}}
+timeout_s: 60
+"""
+
+
+@pytest.fixture
+def suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    exp = pytester.mkdir("experiments")
+    (exp / "good-one.yaml").write_text(exp_text("good-one", 1))
+    (exp / "good-two.yaml").write_text(exp_text("good-two", 2))
+    (exp / "too-many-restarts.yaml").write_text(exp_text("too-many-restarts", 0))
+    (exp / "typo.yaml").write_text(exp_text("typo", 1).replace("kill-rank", "kil-rank"))
+    (pytester.path / "notes.yaml").write_text("not: an experiment\n")  # outside experiments/: not collected
+    return pytester
+
+
+def test_experiments_are_collected_and_judged(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("experiments", "-p", "no:cacheprovider", "--chaos-runs-dir", "runs")
+    result.assert_outcomes(passed=2, failed=2)
+    result.stdout.fnmatch_lines([
+        "*completes: needed 1 restarts, more than the allowed 0*",
+        "*typo.yaml:5 faults[[]0[]].kind: unknown fault 'kil-rank'*Did you mean 'kill-rank'?*",
+    ])
+    assert len(list((suite.path / "runs").iterdir())) == 3
+
+
+def test_parallel_runs_do_not_collide(suite: pytest.Pytester) -> None:
+    result = suite.runpytest_subprocess("experiments", "-n", "2", "-p", "no:cacheprovider",
+                                        "--chaos-runs-dir", "runs")
+    result.assert_outcomes(passed=2, failed=2)
+    run_dirs = sorted(p.name for p in (suite.path / "runs").iterdir())
+    assert len(run_dirs) == len(set(run_dirs)) == 3
