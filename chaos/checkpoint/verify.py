@@ -1,0 +1,371 @@
+"""The checkpoint verifier: judges manifest directories, plain DCP directories, torch.save files and checkpoint roots.
+
+One entry point, ``verify(path)``, shared by ``chaos verify-checkpoint`` and the
+``checkpoint_integrity`` check. It trusts nothing a writer says about itself beyond what it can
+re-derive from the bytes on disk:
+
+* a manifest directory (``MANIFEST.json``): every listed file present with its size and xxh3-128,
+  nothing unlisted; when it also holds DCP ``.metadata``, the DCP structure is checked too;
+* a plain DCP directory (``.metadata`` and no manifest): every storage file ``.metadata``
+  references exists and is long enough for every (offset, length) it references, and the state
+  loads into memory with no process group (DCP has no checksums: a flipped bit inside tensor data
+  is invisible without a manifest, and the report says so);
+* a ``torch.save`` file: the zip CRC-32 of every record, then ``torch.load(weights_only=True,
+  mmap=True)``; a directory of such files is judged file by file;
+* a checkpoint root: the ``latest`` pointer and every ``step_*`` entry, each judged as above.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.checkpoint.manifest import LATEST_NAME, MANIFEST_NAME, read_manifest, verify_manifest
+from chaos.errors import UsageError
+
+DCP_METADATA = ".metadata"
+STEP_ENTRY = re.compile(r"^step[_-]?(\d+)(\.[A-Za-z0-9]+)?$")
+TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+
+
+class UnusableInput(UsageError):
+    """The path is not something the verifier can judge (missing, unreadable, not a checkpoint): exit 2."""
+
+
+@dataclass
+class Report:
+    """The verdict on one checkpoint (or a root of several): what it is, and every problem found."""
+
+    path: str
+    kind: str
+    """manifest | dcp | torch-save | torch-save-dir | root"""
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Facts that are not problems (what was not checked and why, in-progress saves skipped)."""
+    files: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+    step: int | None = None
+    children: list["Report"] = field(default_factory=list)
+    latest: str | None = None
+    """For a root: the entry ``latest`` names (as written in the pointer)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(c.ok for c in self.children)
+
+    def all_problems(self) -> list[str]:
+        """Own problems, then each child's prefixed with its name."""
+        out = list(self.problems)
+        for child in self.children:
+            out += [f"{Path(child.path).name}: {p}" for p in child.all_problems()]
+        return out
+
+    def summary(self) -> str:
+        """One line: what is wrong (first problems), for check reasons and logs."""
+        problems = self.all_problems()
+        if not problems:
+            return "valid"
+        more = f" (+{len(problems) - 3} more)" if len(problems) > 3 else ""
+        return "; ".join(problems[:3]) + more
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ok"] = self.ok
+        data["children"] = [c.to_json() for c in self.children]
+        return data
+
+
+def verify(path: str | os.PathLike[str], *, load: bool | None = None) -> Report:
+    """Judge ``path``; raises UnusableInput when it is not a checkpoint at all.
+
+    ``load``: also load the state into memory. Default: yes where nothing else proves the bytes
+    (plain DCP, torch.save files), no where manifest checksums already do.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise UnusableInput(f"{path}: no such file or directory")
+    started = time.perf_counter()
+    kind = detect_kind(path)
+    if kind == "manifest":
+        report = verify_manifest_dir(path, load=bool(load))
+    elif kind == "dcp":
+        report = verify_dcp_dir(path, load=True if load is None else load)
+    elif kind == "torch-save":
+        report = verify_torch_file(path, load=True if load is None else load)
+    elif kind == "torch-save-dir":
+        report = verify_torch_dir(path, load=True if load is None else load)
+    else:
+        report = verify_root(path, load=load)
+    report.seconds = round(time.perf_counter() - started, 6)
+    return report
+
+
+def detect_kind(path: Path) -> str:
+    """What ``path`` is, from its shape alone; raises UnusableInput when it is none of the known kinds."""
+    try:
+        if path.is_file():
+            if not _looks_like_torch_save(path):
+                raise UnusableInput(f"{path}: not a torch.save file (neither a zip archive nor a pickle)")
+            return "torch-save"
+        if not path.is_dir():
+            raise UnusableInput(f"{path}: not a regular file or directory")
+        names = set(os.listdir(path))
+    except PermissionError as exc:
+        raise UnusableInput(f"{path}: cannot read: {exc.strerror}") from None
+    if MANIFEST_NAME in names:
+        return "manifest"
+    if DCP_METADATA in names:
+        return "dcp"
+    if LATEST_NAME in names or any(STEP_ENTRY.match(n) for n in names):
+        return "root"
+    if any(n.endswith(TORCH_SUFFIXES) for n in names):
+        return "torch-save-dir"
+    raise UnusableInput(f"{path}: not a checkpoint: no {MANIFEST_NAME}, {DCP_METADATA}, '{LATEST_NAME}', "
+                        f"step_* entries or torch.save files inside")
+
+
+def claims_committed(path: Path) -> bool:
+    """Does this entry present itself as a finished checkpoint (a commit record, or a single file)?"""
+    if path.is_file():
+        return True
+    return (path / MANIFEST_NAME).exists() or (path / DCP_METADATA).exists()
+
+
+def step_of(path: Path) -> int | None:
+    match = STEP_ENTRY.match(path.name)
+    return int(match.group(1)) if match else None
+
+
+# ----------------------------------------------------------------------------------- manifest
+
+
+def verify_manifest_dir(path: Path, *, load: bool = False) -> Report:
+    report = Report(str(path), "manifest", step=step_of(path))
+    report.problems = verify_manifest(path)
+    try:
+        manifest = read_manifest(path)
+    except ValueError:
+        return report
+    files = manifest["files"]
+    report.files = len(files)
+    report.bytes = sum(int(info.get("size", 0)) for info in files.values())
+    if isinstance(manifest.get("step"), int):
+        if report.step is not None and manifest["step"] != report.step:
+            report.problems.append(f"{MANIFEST_NAME} says step {manifest['step']}, the name says {report.step}")
+        report.step = manifest["step"]
+    if DCP_METADATA in files and (path / DCP_METADATA).exists():
+        report.problems += _dcp_structure(path)[0]
+        if load and not report.problems:
+            report.problems += _dcp_load(path)
+    elif load and not report.problems:
+        for rel in sorted(files):
+            if rel.endswith(TORCH_SUFFIXES):
+                report.problems += [f"{rel}: {p}" for p in _torch_load(path / rel)]
+    if not load:
+        report.notes.append("bytes proven by the manifest checksums; state not loaded (pass --load)")
+    return report
+
+
+# ----------------------------------------------------------------------------------- DCP
+
+
+def verify_dcp_dir(path: Path, *, load: bool = True) -> Report:
+    report = Report(str(path), "dcp", step=step_of(path))
+    problems, referenced = _dcp_structure(path)
+    report.problems = problems
+    report.files = len(referenced) + 1
+    report.bytes = sum(_size(path / rel) for rel in referenced) + _size(path / DCP_METADATA)
+    if load and not problems:
+        report.problems += _dcp_load(path)
+    report.notes.append("plain DCP has no checksums: a flipped bit inside tensor data is undetectable "
+                        "without a manifest")
+    return report
+
+
+def _dcp_structure(path: Path) -> tuple[list[str], set[str]]:
+    """``.metadata`` against the files: every referenced file present and long enough for every read."""
+    try:
+        from torch.distributed.checkpoint import FileSystemReader
+    except ImportError as exc:
+        return [f"cannot read DCP metadata: torch.distributed.checkpoint is unavailable ({exc})"], set()
+    try:
+        metadata = FileSystemReader(str(path)).read_metadata()
+    except Exception as exc:  # a torn pickle raises anything from EOFError to UnpicklingError
+        return [f"{DCP_METADATA} unreadable: {type(exc).__name__}: {exc}"], set()
+    storage = getattr(metadata, "storage_data", None)
+    if not isinstance(storage, dict) or not storage:
+        return [f"{DCP_METADATA} references no storage files"], set()
+    need: dict[str, int] = {}
+    for info in storage.values():
+        rel = getattr(info, "relative_path", None)
+        if not isinstance(rel, str):
+            return [f"{DCP_METADATA} has a storage entry without a file name"], set()
+        end = int(getattr(info, "offset", 0)) + int(getattr(info, "length", 0))
+        need[rel] = max(need.get(rel, 0), end)
+    problems = []
+    for rel, end in sorted(need.items()):
+        size = _size(path / rel)
+        if size < 0:
+            problems.append(f"{rel}: missing ({DCP_METADATA} references it)")
+        elif size < end:
+            problems.append(f"{rel}: truncated: {size} bytes, {DCP_METADATA} reads up to byte {end}")
+    return problems, set(need)
+
+
+def _dcp_load(path: Path) -> list[str]:
+    """Load the whole state into this process's memory with no process group."""
+    try:
+        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+    except ImportError as exc:
+        return [f"cannot load DCP state: {exc}"]
+    try:
+        _load_state_dict_from_keys(checkpoint_id=str(path))
+    except Exception as exc:  # DCP wraps reader failures in CheckpointException; any failure means unloadable
+        first = str(exc).strip().splitlines()
+        return [f"DCP load failed: {type(exc).__name__}: {first[-1][:300] if first else ''}"]
+    return []
+
+
+# ----------------------------------------------------------------------------------- torch.save
+
+
+def verify_torch_file(path: Path, *, load: bool = True) -> Report:
+    report = Report(str(path), "torch-save", files=1, bytes=_size(path), step=step_of(path))
+    report.problems = _torch_problems(path, load)
+    return report
+
+
+def verify_torch_dir(path: Path, *, load: bool = True) -> Report:
+    report = Report(str(path), "torch-save-dir", step=step_of(path))
+    for child in sorted(path.iterdir()):
+        if child.is_file() and child.name.endswith(TORCH_SUFFIXES):
+            report.files += 1
+            report.bytes += _size(child)
+            report.problems += [f"{child.name}: {p}" for p in _torch_problems(child, load)]
+    report.notes.append("no commit record (manifest or .metadata): each file judged on its own")
+    return report
+
+
+def _torch_problems(path: Path, load: bool) -> list[str]:
+    problems = _zip_crc(path)
+    if load and not problems:
+        problems += _torch_load(path)
+    return problems
+
+
+def _looks_like_torch_save(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as exc:
+        raise UnusableInput(f"{path}: cannot read: {exc.strerror}") from None
+    # A zip archive (torch >= 1.6), a pickle (legacy format), or a torn file whose header survived.
+    return head.startswith(b"PK") or head[:1] == b"\x80" or (not head and path.suffix in TORCH_SUFFIXES)
+
+
+def _zip_crc(path: Path) -> list[str]:
+    """Every record's CRC-32, as the zip directory states it (torch.save writes them by default)."""
+    if _size(path) == 0:
+        return ["empty file"]
+    if not zipfile.is_zipfile(path):
+        with open(path, "rb") as fh:
+            if fh.read(2) == b"PK":
+                return ["torn zip archive: no central directory (truncated?)"]
+        return []  # legacy pickle format: only a load can judge it
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
+        return [f"corrupt zip archive: {exc}"]
+    return [f"CRC mismatch in record {bad}"] if bad else []
+
+
+def _torch_load(path: Path) -> list[str]:
+    import torch
+
+    try:
+        torch.load(path, map_location="cpu", weights_only=True, mmap=_is_zip(path))
+    except Exception as exc:  # unpickling a torn or foreign file can raise nearly anything
+        return [f"torch.load failed: {type(exc).__name__}: {str(exc).strip()[:300]}"]
+    return []
+
+
+def _is_zip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(2) == b"PK"
+
+
+# ----------------------------------------------------------------------------------- root
+
+
+def verify_root(path: Path, *, load: bool | None = None) -> Report:
+    """Every committed-looking ``step_*`` entry, and what ``latest`` names."""
+    report = Report(str(path), "root")
+    entries = sorted((p for p in path.iterdir() if STEP_ENTRY.match(p.name)), key=lambda p: step_of(p) or 0)
+    for entry in entries:
+        if not claims_committed(entry):
+            report.notes.append(f"{entry.name}: no commit record ({MANIFEST_NAME} or {DCP_METADATA}): "
+                                "an unfinished save, not judged")
+            continue
+        try:
+            child = verify(entry, load=load)
+        except UnusableInput as exc:
+            child = Report(str(entry), "unknown", problems=[str(exc).removeprefix(f"{entry}: ")])
+        report.children.append(child)
+        report.files += child.files
+        report.bytes += child.bytes
+    hidden = [p.name for p in path.iterdir() if p.name.startswith(".")]
+    if hidden:
+        report.notes.append(f"ignored in-progress or hidden entries: {', '.join(sorted(hidden)[:5])}")
+    pointer = path / LATEST_NAME
+    if pointer.exists() or pointer.is_symlink():
+        report.latest, problem = resolve_latest(path)
+        if problem:
+            report.problems.append(problem)
+        else:
+            named = next((c for c in report.children if Path(c.path).name == Path(report.latest or "").name), None)
+            if named is None:
+                report.problems.append(f"'{LATEST_NAME}' names {report.latest}, which has no commit record")
+            elif not named.ok:
+                report.problems.append(f"'{LATEST_NAME}' names {report.latest}, which is invalid: {named.summary()}")
+    elif not report.children:
+        report.problems.append("no committed checkpoint in this directory")
+    valid = [c for c in report.children if c.ok]
+    if valid:
+        report.step = max((c.step or 0) for c in valid)
+    return report
+
+
+def resolve_latest(root: Path) -> tuple[str | None, str]:
+    """What the ``latest`` pointer (a text file or a symlink) names, and a problem when it names nothing usable."""
+    pointer = root / LATEST_NAME
+    if pointer.is_symlink():
+        target = os.readlink(pointer)
+    else:
+        try:
+            target = pointer.read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            return None, f"'{LATEST_NAME}' unreadable: {exc}"
+    if not target:
+        return None, f"'{LATEST_NAME}' is empty"
+    resolved = (root / target).resolve()
+    try:
+        resolved.relative_to(root.resolve())
+    except ValueError:
+        return target, f"'{LATEST_NAME}' names {target}, outside the checkpoint directory"
+    if not resolved.exists():
+        return target, f"'{LATEST_NAME}' names {target}, which does not exist"
+    return target, ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
