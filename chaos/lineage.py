@@ -152,6 +152,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
     segments = split_segments(history)
     if not segments:
         raise LineageError("the run recorded no training steps and no checkpoint loads")
+    notes = []
     if head_attempt is None:
         head_attempt = history.final_attempt()
     if head_attempt is None:
@@ -159,10 +160,11 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
         if not stepped:
             raise LineageError("no attempt recorded a training step")
         head_attempt = max(stepped, key=attempt_key)
+        notes.append(f"no attempt wrote a final event: judged up to the last step of attempt {head_attempt}")
     own = [s for s in segments if s.attempt == head_attempt]
     if not own:
         raise LineageError(f"attempt {head_attempt} recorded neither steps nor checkpoint loads")
-    lineage = Lineage(links=[], segments=segments)
+    lineage = Lineage(links=[], segments=segments, notes=notes)
     current = own[-1]
     upto: int | None = None
     commit: Record | None = None

@@ -66,6 +66,8 @@ class ExactlyOnce(Check, kind="exactly_once"):
             problems.append(f"step(s) at or before their resume point: {', '.join(acc.renumbered_steps[:EXAMPLES])}")
         replayed = f"{len(acc.replayed)} replayed from rolled-back steps (not a failure)"
         where = f"lineage {lineage.describe()}"
+        if lineage.notes:
+            where += f" ({'; '.join(lineage.notes)})"
         if problems:
             return self.failed(f"{'; '.join(problems)}; {replayed}; {where}", **figures)
         partial = (f" + {acc.partial_seen} of {acc.dataset_size} in partial epoch {acc.partial_epoch}"

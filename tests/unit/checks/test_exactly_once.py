@@ -229,3 +229,11 @@ def test_skips_without_dataset_size_or_samples(outcome_of):
     sim.emit("step", "0.0", 0, step=1, epoch=0, loss=0.1)
     result = judge(sim, outcome_of)
     assert result.verdict == "skip" and "samples" in result.reason
+
+
+def test_an_unfinished_run_is_judged_up_to_its_last_step_and_says_so(sim, outcome_of):
+    sim.start("0.0")
+    sim.train("0.0", 1, 6, _fresh(sim), ckpt_every=3)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "pass", result.reason
+    assert "no attempt wrote a final event: judged up to the last step of attempt 0.0" in result.reason
