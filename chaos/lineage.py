@@ -152,7 +152,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
     segments = split_segments(history)
     if not segments:
         raise LineageError("the run recorded no training steps and no checkpoint loads")
-    notes = []
+    notes: list[str] = []
     if head_attempt is None:
         head_attempt = history.final_attempt()
     if head_attempt is None:
