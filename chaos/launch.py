@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.context import RunContext
@@ -23,6 +23,10 @@ class Rendezvous:
     nnodes: str = "1"
     node_rank: int = 0
     run_id: str = "chaos"
+    local_addr: str | None = None
+    """This node's own address (torchrun --local-addr): what peers and workers connect to, instead of the host's name."""
+    rdzv_conf: dict[str, str] = field(default_factory=dict)
+    """torchrun --rdzv-conf entries, e.g. is_host (who serves the store), last_call_timeout (elastic shrink)."""
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -70,6 +74,10 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
         argv += ["--nnodes", rdzv.nnodes, "--node-rank", str(rdzv.node_rank),
                  "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{rdzv.host}:{rdzv.port}",
                  "--rdzv-id", rdzv.run_id]
+        if rdzv.local_addr:
+            argv += ["--local-addr", rdzv.local_addr]
+        if rdzv.rdzv_conf:
+            argv += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in rdzv.rdzv_conf.items())]
     argv.append(str(exp.resolve_script()))
     return argv + script_args(w.args)
 
@@ -94,4 +102,6 @@ def workload_env(run: RunContext, node: str) -> dict[str, str]:
         "PYTHONUNBUFFERED": "1",
     })
     env.update(run.experiment.workload.env)
+    # Faults and the relaunch policy add variables per run (e.g. CHAOS_XID_SOURCE, CUDA_VISIBLE_DEVICES).
+    env.update(run.scratch.get("workload_env", {}))
     return env

@@ -95,6 +95,8 @@ class Runner:
         self.clock = clock
         self.sleep = sleep
         self._signals = 0
+        self._attempt_ranks: dict[str, set[tuple[str, int | None]]] = {}
+        self._finishing = False
         self._t0 = clock()
 
     # ----------------------------------------------------------------------------------- setup
@@ -285,7 +287,10 @@ class Runner:
             if key not in known:
                 attempt = f"{run.launch_no}.{w.restart_count}"
                 spawned.setdefault(attempt, self.clock() - self._start_of(run))
-                world[attempt] = world.get(attempt, 0) + 1
+                # Distinct ranks, not spawns: in a multi-node job an agent restarted by a peer's
+                # re-rendezvous keeps its restart count, so one attempt id can spawn a rank twice.
+                self._attempt_ranks.setdefault(attempt, set()).add((w.node, w.rank))
+                world[attempt] = len(self._attempt_ranks[attempt])
                 run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=attempt)
         for key, w in known.items():
             if key not in current:
