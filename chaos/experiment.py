@@ -131,12 +131,15 @@ class Experiment:
 
 
 def resolve_path(value: str, source: Path) -> Path | None:
-    p = Path(value).expanduser()
-    if p.is_absolute():
-        return p if p.exists() else None
-    for base in [source.parent.resolve(), *source.parent.resolve().parents, Path.cwd()]:
-        if (base / p).exists():
-            return (base / p).resolve()
+    try:
+        p = Path(value).expanduser()
+        if p.is_absolute():
+            return p if p.exists() else None
+        for base in [source.parent.resolve(), *source.parent.resolve().parents, Path.cwd()]:
+            if (base / p).exists():
+                return (base / p).resolve()
+    except (OSError, ValueError, RuntimeError):  # NUL bytes, names too long, symlink loops: not a usable path
+        return None
     return None
 
 
@@ -163,6 +166,46 @@ class ExperimentFile(BaseModel):
 
 
 # --------------------------------------------------------------------------- YAML with line numbers
+
+MAX_FILE_CHARS = 1_000_000
+MAX_NODES = 100_000
+
+
+def _expanded_size(root: yaml.Node | None) -> int | None:
+    """How many values the document holds once aliases are expanded (capped); None for a recursive alias.
+
+    Counted on the composed graph, where an alias is a shared node, so a YAML bomb costs linear time here
+    instead of the exponential walk that validating the loaded data would take.
+    """
+    if root is None:
+        return 0
+    sizes: dict[int, int] = {}
+    expanding: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        nid = id(node)
+        kids = _children(node)
+        if children_done:
+            expanding.discard(nid)
+            sizes[nid] = min(MAX_NODES + 1, 1 + sum(sizes[id(k)] for k in kids))
+            continue
+        if nid in sizes:
+            continue
+        if nid in expanding:  # only a node's own descendants are popped while it expands: a cycle
+            return None
+        expanding.add(nid)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _line_index(node: yaml.Node, path: tuple[Any, ...] = (), out: dict | None = None) -> dict:
@@ -235,10 +278,21 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise ExperimentError([Problem(file, None, "", "file not found")]) from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
             raise ExperimentError([Problem(file, None, "", f"cannot read the file: {exc}")]) from None
+    if len(text) > MAX_FILE_CHARS:
+        raise ExperimentError([Problem(file, None, "", f"the file has {len(text)} characters; an experiment "
+                                                       f"file is at most {MAX_FILE_CHARS} (a few dozen lines)")])
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        size = _expanded_size(node)
+        if size is None:
+            raise ExperimentError([Problem(file, None, "", "a YAML alias refers to itself (a recursive "
+                                                           "anchor); write the value out instead")])
+        if size > MAX_NODES:
+            raise ExperimentError([Problem(file, None, "", f"the document expands to more than {MAX_NODES} "
+                                                           f"values (YAML aliases that multiply, a 'billion "
+                                                           f"laughs'?); write the values out instead")])
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

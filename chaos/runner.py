@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from chaos.ledger import Ledger
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
 from chaos.registry import TARGETS
+from chaos.safety import stop_run_processes
 from chaos.shell import Shell
 from chaos.triggers.base import Trigger, TriggerState
 
@@ -147,7 +149,7 @@ class Runner:
         harness_error: str | None = None
         tail_output = ""
         try:
-            run.ledger.open()
+            run.ledger.open(dirs=[run.ckpt_dir])
             run.target.check(run)
             armed = [_Armed(s, s.build(), s.trigger.build()) for s in self.exp.faults]
             for a in armed:
@@ -165,7 +167,12 @@ class Runner:
             diagnostics.append(str(exc))
         except ChaosError:
             raise
+        except Exception as exc:  # a bug in a fault, target or trigger: still revert all, then report it
+            harness_error = f"harness error: {type(exc).__name__}: {exc}"
+            diagnostics.append(harness_error)
+            run.log("harness_error", error=harness_error, traceback=traceback.format_exc())
         finally:
+            self._finishing = True
             revert_failures = self._finish(run, armed, records)
             for s, handler in old.items():
                 signal.signal(s, handler)
@@ -208,6 +215,10 @@ class Runner:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signals += 1
+        if self._signals == 1 and self._finishing:
+            # Raising now would abort the reverts under way: let them finish unless asked twice.
+            print("interrupted: reverting every fault; interrupt again to skip the reverts", file=sys.stderr, flush=True)
+            return
         if self._signals == 1:
             raise Interrupted(f"interrupted by {signal.Signals(signum).name}: workload stopped, faults reverted")
         # A second Ctrl-C: skip the reverts, but say exactly what is left and how to undo it.
@@ -345,6 +356,10 @@ class Runner:
         failures: list[str] = []
         try:
             run.target.stop(run)
+            # Workers the launcher lost track of (re-parented, own session) still carry CHAOS_RUN_DIR.
+            stray = stop_run_processes(run.run_dir)
+            if stray:
+                run.log("stray_processes", pids=stray)
         except Exception as exc:  # keep going: the reverts below matter more than this error
             failures.append(f"stop workload: {exc}")
         for a in armed:

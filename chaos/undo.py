@@ -29,8 +29,12 @@ class Scope:
 
     def contains(self, path: str, *, allow_root: bool = False) -> bool:
         """Is ``path`` under one of the roots? The last component is not followed (a link is removed, not its target)."""
+        if not isinstance(path, str) or "\0" in path or not os.path.isabs(path):
+            return False  # the harness records absolute paths only; anything else was not written by it
         try:
-            p = Path(os.path.realpath(os.path.dirname(os.path.abspath(path)))) / os.path.basename(path)
+            name = os.path.basename(path)
+            p = (Path(os.path.realpath(path)) if name in ("", ".", "..")
+                 else Path(os.path.realpath(os.path.dirname(path))) / name)
         except (OSError, ValueError):
             return False
         for root in self.roots:

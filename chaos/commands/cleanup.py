@@ -7,6 +7,7 @@ from pathlib import Path
 
 from chaos.errors import UsageError
 from chaos.ledger import LEDGER_NAME, Ledger, unfinished_runs
+from chaos.safety import find_leftovers, stop_run_processes
 from chaos.shell import Shell
 
 
@@ -14,34 +15,61 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cleanup", help="revert what a killed run left (no argument: every unfinished run)")
     p.add_argument("run_dirs", nargs="*", metavar="RUN_DIR")
     p.add_argument("--dry-run", action="store_true", help="print the undo commands, run none")
+    p.add_argument("--force", action="store_true",
+                   help="also clean a run whose harness is still alive (it may be running right now)")
     p.set_defaults(func=run)
 
 
+def _run_dirs(raw: list[str]) -> list[Path]:
+    dirs = []
+    for d in raw:
+        try:
+            p = Path(d)
+            is_run = (p / LEDGER_NAME).is_file()
+        except (OSError, ValueError):
+            is_run = False
+        if not is_run:
+            raise UsageError(f"{d!r} is not a run directory (no {LEDGER_NAME}); pass a runs/<name>-<time> folder, "
+                             f"or no argument to clean every unfinished run")
+        dirs.append(p)
+    return dirs
+
+
 def run(args: argparse.Namespace) -> int:
-    dirs = [Path(d) for d in args.run_dirs] or unfinished_runs()
-    for d in dirs:
-        if not (d / LEDGER_NAME).exists():
-            raise UsageError(f"{d} is not a run directory (no {LEDGER_NAME}); pass a runs/<name>-<time> folder")
+    explicit = bool(args.run_dirs)
+    dirs = _run_dirs(args.run_dirs) if explicit else unfinished_runs()
     if not dirs:
         print("nothing to clean up: no unfinished runs")
         return 0
-    failed = 0
+    problems = 0
     for d in dirs:
         ledger = Ledger(d)
-        pending = ledger.pending()
-        if not pending:
-            print(f"{d}: nothing left to undo")
-            if not args.dry_run:
-                ledger.close()
+        if ledger.harness_alive() and not args.force:
+            # Another harness (a parallel pytest worker, a colleague's run) is working on it right now.
+            print(f"{d}: skipped, its harness (pid {ledger.owner_pid}) is still running; stop it first "
+                  f"(it reverts on SIGINT/SIGTERM) or pass --force")
+            problems += explicit
             continue
-        print(f"{d}: {len(pending)} action(s) to undo")
+        for line in ledger.unreadable:
+            print(f"  UNREADABLE ledger record, left alone: {line}")
+        pending = ledger.pending()
+        print(f"{d}: {len(pending)} action(s) to undo" if pending else f"{d}: nothing left to undo in the ledger")
         for entry in pending:
             print(f"  [{entry.owner}] {entry.undo.describe()}")
         if args.dry_run:
             continue
-        failures = ledger.revert(Shell())
-        for f in failures:
+        shell = Shell()
+        for f in ledger.revert(shell):
             print(f"  FAILED [{f.owner}] {f.action}: {f.error}")
-        failed += len(failures)
+            problems += 1
+        # Workers re-parented away from the launcher the ledger knows (torchrun gives them their own session).
+        for pid in stop_run_processes(d):
+            print(f"  stopped pid {pid} (carried CHAOS_RUN_DIR={d})")
+        left = find_leftovers(d, shell)
+        for item in left:
+            print(f"  STILL PRESENT ({item.kind}) {item.what}")
+        problems += len(left)
         ledger.close()
-    return 1 if failed else 0
+        if not left and ledger.closed:
+            print(f"{d}: clean")
+    return 1 if problems else 0
