@@ -20,6 +20,7 @@ from chaos.errors import ChaosError, UsageError
 from chaos.events import EventTail, History
 from chaos.experiment import Experiment, FaultSpec
 from chaos.faults.base import Fault
+from chaos.health.relaunch import next_launch, relaunch
 from chaos.ledger import Ledger
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
@@ -274,7 +275,15 @@ class Runner:
             if code is not None:
                 # One last read: events flushed just before the agent exited.
                 run.history.add(tail.poll())
-                return code, False
+                # The health monitor may have excluded a device and stopped the launch for it:
+                # play the scheduler and relaunch without it (chaos/health/relaunch.py).
+                change = next_launch(run, code)
+                if change is None:
+                    return code, False
+                relaunch(run, change)
+                self.echo(f"relaunched without device(s) {[e.get('device') for e in change.excluded]}: "
+                          f"nproc_per_node {change.nproc_per_node}")
+                continue
             if now > self.exp.timeout_s:
                 run.log("timeout", timeout_s=self.exp.timeout_s)
                 return None, True
@@ -341,6 +350,8 @@ class Runner:
             run.log("fault_error", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index, error=str(exc))
             self.echo(f"could not inject {a.fault.label}: {exc}")
         duration = a.fault.config.duration_s
+        if duration:
+            rec.details["duration_s"] = duration
         a.active.append((rec, (self.clock() - self._start_of(run)) + duration if duration else None))
         return rec
 
