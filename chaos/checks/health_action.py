@@ -1,0 +1,126 @@
+"""``health_action``: every injected XID was seen by the monitor of the rank that owns the device, and the action its policy requires happened."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.events import Record
+from chaos.health.exclusions import exclusions_path, read_exclusions
+from chaos.health.policy import Action, Policy
+
+
+class HealthActionConfig(CheckConfig):
+    within_s: float = Field(default=10.0, gt=0)
+    """The health event, and the action it requires (exit, exclusion record, checkpoint start), within this many seconds of each XID."""
+    degrading_count: int = Field(default=3, ge=1)
+    """The workload monitor's policy: 63/92 reports on one device before it is called degrading (checkpoint now)."""
+
+
+def _launch_of(attempt: Any) -> int | None:
+    try:
+        return int(str(attempt).split(".")[0])
+    except ValueError:
+        return None
+
+
+class HealthAction(Check, kind="health_action"):
+    """Every injected XID was seen by the monitor of the rank that owns the device, and the action its policy requires happened."""
+
+    Config = HealthActionConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        xids = [f for f in outcome.faults if f.kind == "xid" and f.error is None]
+        if not xids:
+            return self.failed("no xid fault was injected, so no health action can be judged (did the trigger fire?)")
+        figures: dict[str, Any] = {}
+        for fault in xids:
+            problem, figs = self._judge(fault, outcome)
+            figures[fault.label] = figs
+            if problem:
+                return self.failed(f"{fault.label}: {problem}", **figures)
+        summary = "; ".join(f"{k}: {v['actions']} by rank {v['rank']} in {v['detect_s']} s" for k, v in figures.items())
+        return self.passed(summary, **figures)
+
+    def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
+        c, h, d = self.config, outcome.history, fault.details
+        code, device, rank = d.get("code"), d.get("device"), d.get("rank")
+        writes = [r for r in h.of("xid_write") if r.get("index") == fault.index and r.get("t", 0) >= fault.t_inject - 1]
+        policy = Policy(degrading_count=c.degrading_count)
+        expected = []
+        for w in writes:
+            policy.clock = lambda t=w["t"]: t
+            expected.append(policy.decide(code, device).action)
+        events = [r for r in h.of("health") if r.get("code") == code and r.get("device") == device
+                  and r.get("t", 0) >= fault.t_inject]
+        figs: dict[str, Any] = {"code": code, "device": device, "rank": rank, "writes": len(writes),
+                                "expected": [a.value for a in expected],
+                                "actions": [e.get("action") for e in events], "detect_s": None}
+        if rank is None:
+            return (f"no rank owned device {device} when the XID was written; give a device the job uses", figs)
+        if not events:
+            return (f"no health event for XID {code} on device {device} after the injection (is the monitor running? "
+                    f"CHAOS_XID_SOURCE in the workload's environment)", figs)
+        first = events[0]
+        figs["detect_s"] = round(first["t"] - fault.t_inject, 3)
+        if figs["detect_s"] > c.within_s:
+            return (f"the first health event came {figs['detect_s']} s after the XID (bound {c.within_s:g} s)", figs)
+        wrong = [e for e in events if e.get("rank") != rank]
+        if wrong:
+            return (f"rank {wrong[0].get('rank')} acted on device {device}, which rank {rank} owns", figs)
+        strongest = expected[-1] if expected else Action(d.get("action"))
+        acted = [e for e in events if e.get("action") == strongest.value]
+        if not acted:
+            return (f"the policy requires '{strongest.value}' for XID {code} (after {len(writes)} report(s)); the monitor "
+                    f"did {figs['actions']}", figs)
+        event = acted[0]
+        check = {Action.RESTART: self._restarted, Action.EXCLUDE: self._excluded,
+                 Action.CHECKPOINT: self._checkpointed}.get(strongest)
+        problem = check(event, outcome, figs) if check else None
+        return problem, figs
+
+    def _restarted(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+        h, t = outcome.history, event["t"]
+        exits = [r for r in h.of("worker_exit") if r.get("rank") == event.get("rank")
+                 and str(r.get("attempt")) == str(event.get("attempt")) and t <= r.get("t", 0) <= t + self.config.within_s]
+        if not exits:
+            return f"rank {event.get('rank')} did not exit within {self.config.within_s:g} s of its restart decision"
+        later = [r for r in h.of("start") if r.get("t", 0) > t and str(r.get("attempt")) != str(event.get("attempt"))]
+        if not later:
+            return "the rank exited but the job never restarted (no start of a later attempt)"
+        figs["restarted_as"] = str(later[0].get("attempt"))
+        return None
+
+    def _excluded(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+        h, device = outcome.history, event.get("device")
+        record = [e for e in read_exclusions(exclusions_path(outcome.run_dir)) if e.get("device") == device]
+        if not record:
+            return f"device {device} is not in {exclusions_path(outcome.run_dir).name}"
+        relaunches = [r for r in h.of("launch") if r.get("t", 0) > event["t"] and "visible_devices" in r]
+        if not relaunches:
+            return "the device was recorded as bad but the job was never relaunched without it"
+        launch = relaunches[0]
+        if device in launch["visible_devices"]:
+            return f"launch {launch.get('launch')} still used device {device}"
+        starts = [r for r in h.of("start") if _launch_of(r.get("attempt")) == launch.get("launch")]
+        sizes = sorted({r.get("world_size") for r in starts})
+        figs.update(relaunch=launch.get("launch"), world_size_after=sizes, visible_after=launch["visible_devices"])
+        if sizes != [launch.get("nproc_per_node")]:
+            return f"launch {launch.get('launch')} ran with world size {sizes}, expected {launch.get('nproc_per_node')}"
+        final = h.final_attempt()
+        if outcome.exit_code != 0 or final is None or _launch_of(final) != launch.get("launch"):
+            return f"the job did not complete in the relaunch without device {device} (exit {outcome.exit_code}, final attempt {final})"
+        return None
+
+    def _checkpointed(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+        h, t = outcome.history, event["t"]
+        begins = [r for r in h.of("ckpt_begin") if t <= r.get("t", 0) <= t + self.config.within_s]
+        commits = {r.get("step") for r in h.of("ckpt_commit") if r.get("t", 0) >= t}
+        done = [b for b in begins if b.get("step") in commits]
+        if not done:
+            return f"no checkpoint was started and committed within {self.config.within_s:g} s of the degrading alert"
+        figs["checkpoint_step"] = done[0].get("step")
+        figs["checkpoint_after_s"] = round(done[0]["t"] - t, 3)
+        return None
