@@ -44,11 +44,32 @@ def init_distributed(timeout_s: float) -> DistEnv:
     else:
         torch.set_num_threads(1)  # small CPU boxes, and bit-exact reductions
         device, backend = torch.device("cpu"), "gloo"
-    kwargs: dict[str, Any] = {"backend": backend, "timeout": timedelta(seconds=timeout_s)}
+    timeout = timedelta(seconds=timeout_s)
+    kwargs: dict[str, Any] = {"backend": backend, "timeout": timeout}
     if backend == "nccl":
         kwargs["device_id"] = device
+    store = attempt_store(timeout)
+    if store is not None:
+        kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     dist.init_process_group(**kwargs)
     return DistEnv(dist.get_rank(), dist.get_world_size(), local_rank, device, backend)
+
+
+def attempt_store(timeout: timedelta) -> dist.Store | None:
+    """torchrun's shared store, with keys private to this restart attempt (None outside torchrun).
+
+    torchrun (2.x, c10d/--standalone rendezvous) keeps ONE TCPStore alive across worker restarts
+    and hands it to the workers with ``TORCHELASTIC_USE_AGENT_STORE=True``; ``env://`` then uses it
+    without any per-attempt prefix. The process-group keys of the killed attempt (every rank's gloo
+    address under ``default_pg/0/...``) are still there when the restarted workers rendezvous, so a
+    rank can read a dead peer's address: ``connectFullMesh ... Connection refused``, or a hang in
+    ``init_process_group``. Prefixing the keys with the restart count gives each attempt a clean slate.
+    """
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != str(True):
+        return None
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False,
+                          timeout=timeout)
+    return dist.PrefixStore(f"chaos/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 
 def destroy_distributed() -> None:
