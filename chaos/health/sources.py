@@ -74,6 +74,7 @@ class FileSource:
         try:
             fh = open(self.path, "rb")
         except FileNotFoundError:
+            self._from_start = True  # whatever is written once it appears is new
             return False
         st = os.fstat(fh.fileno())
         if not self._from_start:
@@ -82,17 +83,19 @@ class FileSource:
         self._fh, self._ino, self._partial = fh, st.st_ino, b""
         return True
 
-    def _reopen_if_rotated(self) -> None:
+    def _reopen_if_rotated(self) -> bool:
+        """True when the path now names a new (or newly created, or truncated) file, opened at its start."""
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            return
+            return False
         if self._fh is None:
-            self._open()
-        elif st.st_ino != self._ino or st.st_size < self._fh.tell():
+            return self._open()
+        if st.st_ino != self._ino or st.st_size < self._fh.tell():
             self._fh.close()
             self._fh = None
-            self._open()
+            return self._open()
+        return False
 
     def read(self, timeout_s: float) -> list[Sighting]:
         deadline = time.monotonic() + timeout_s
@@ -108,7 +111,8 @@ class FileSource:
                     if found:
                         return found
                     continue
-            self._reopen_if_rotated()
+            if self._reopen_if_rotated():
+                continue
             if time.monotonic() >= deadline:
                 return []
             self.sleep(self.interval_s)
