@@ -223,6 +223,9 @@ class Docker(Target, kind="docker"):
         env = {k: v for k, v in full.items()
                if k in _ENV_KEEP or k.startswith(("CHAOS_", "PYTHON")) or k in run.experiment.workload.env}
         env["GLOO_SOCKET_IFNAME"] = "eth0"
+        # Absolute: the container's working directory is not the harness's, relative paths would miss the binds.
+        env.update(CHAOS_RUN_DIR=str(run.run_dir.resolve()), CHAOS_EVENTS_DIR=str(run.events_dir.resolve()),
+                   CHAOS_CKPT_DIR=str(run.ckpt_dir.resolve()))
         return env
 
     def launch(self, run: RunContext) -> list[Node]:
