@@ -327,6 +327,13 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         col.add(("workload", "script"),
                 f"script '{exp.workload.script}' not found next to {file} or in any folder above it; "
                 f"give a path relative to the experiment file or an absolute path")
+    for where, value in _strings(data.get("workload"), ("workload",)):
+        if "\0" in value:
+            col.add(where, "contains a NUL byte, which no command line, path or environment variable can hold")
+    if exp.workload.ckpt_dir is not None and "\0" not in exp.workload.ckpt_dir:
+        problem = _ckpt_dir_problem(exp.workload.ckpt_dir)
+        if problem:
+            col.add(("workload", "ckpt_dir"), problem)
     for spec in exp.faults:
         needs = FAULTS.get(spec.kind).needs_target
         if needs and target_kind and target_kind not in needs:
@@ -336,6 +343,42 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
     if col.problems:
         raise ExperimentError(col.problems)
     return exp
+
+
+_SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/mnt", "/opt", "/proc", "/root",
+                "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var")
+
+
+def _strings(value: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+    """Every string (keys included) under ``value`` with its YAML path."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            out += _strings(k, path) + _strings(v, path + (k,))
+        return out
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, path + (i,))]
+    return []
+
+
+def _ckpt_dir_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the run's checkpoint directory: storage faults mount over it and
+    corrupt-checkpoint rewrites files in it, so it must be a directory of the run's own."""
+    if len(value) > 1024:
+        return "the path is too long; give a short directory of the run's own"
+    try:
+        path = Path(value).expanduser().resolve()
+        if str(path) in _SYSTEM_DIRS or path == Path.home():
+            return (f"'{path}' is a system or home directory: storage faults mount over the checkpoint directory "
+                    f"and corrupt-checkpoint rewrites files in it; give a directory of its own, e.g. "
+                    f"/scratch/chaos-ckpt")
+        if path.exists() and not path.is_dir():
+            return f"'{path}' exists and is not a directory"
+    except (OSError, RuntimeError) as exc:
+        return f"not a usable path ({exc})"
+    return None
 
 
 def _validate_target(raw: Any, col: _Collector) -> tuple[str, TargetConfig]:

@@ -161,7 +161,10 @@ class Ledger:
     def leftovers(self, shell: Shell) -> list[tuple[Entry, str]]:
         """Every recorded action (done or not) that its own probe says is still in place."""
         out = []
+        scope = self.scope
         for entry in sorted(self._entries.values(), key=lambda e: e.id):
+            if entry.undo.refusal(scope) is not None:
+                continue  # not the run's to touch, so not the run's leftover either (reported when refused)
             try:
                 what = entry.undo.leftover(shell)
             except Exception as exc:  # a probe that cannot run is itself worth reporting

@@ -107,8 +107,9 @@ class Runner:
     def _context(self) -> RunContext:
         try:
             run_dir = new_run_dir(self.runs_root, self.exp.name)
-        except OSError as exc:
-            raise UsageError(f"cannot create the run directory under '{self.runs_root}': {exc.strerror}; "
+        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in --runs-dir
+            raise UsageError(f"cannot create the run directory under '{self.runs_root}': "
+                             f"{getattr(exc, 'strerror', None) or exc}; "
                              f"pass a writable --runs-dir") from None
         (run_dir / "events").mkdir()
         ckpt = Path(self.exp.workload.ckpt_dir) if self.exp.workload.ckpt_dir else run_dir / "ckpt"

@@ -21,12 +21,16 @@ def experiment_files(paths: list[str]) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if p.is_dir():
-            out.extend(sorted(list(p.glob("*.yaml")) + list(p.glob("*.yml"))))
-        elif p.exists():
-            out.append(p)
-        else:
+        try:
+            if p.is_dir():
+                out.extend(sorted(list(p.glob("*.yaml")) + list(p.glob("*.yml"))))
+                continue
+            found = p.exists()
+        except (OSError, ValueError) as exc:  # a NUL byte, a name too long: say so, not a traceback
+            raise UsageError(f"not a usable path: {raw[:200]!r} ({exc.__class__.__name__})") from None
+        if not found:
             raise UsageError(f"no such file or folder: {raw}")
+        out.append(p)
     if not out:
         raise UsageError(f"no experiment files (*.yaml) in {', '.join(paths)}")
     return out

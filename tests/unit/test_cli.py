@@ -1,0 +1,174 @@
+"""The command line under bad input (exit 2 with a message, never a traceback) and ``chaos cleanup``'s safety."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from chaos.cli import main
+from chaos.ledger import Ledger, unfinished_runs
+from chaos.undo import KillTree, RemovePath, Signal
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE = ["a\0b", "x" * 5000, "../../../../etc/passwd", "/etc/passwd", "/", "/proc/self/mem", "-", "--",
+           "~", "", "/dev/null", "\n", "runs/../../..", "$(id)"]
+
+
+@pytest.fixture(autouse=True)
+def state_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    path = tmp_path / "state"
+    monkeypatch.setenv("CHAOS_STATE_DIR", str(path))
+    return path
+
+
+def _exit_code(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+
+@settings(max_examples=120, deadline=10000, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(cmd=st.sampled_from([["validate"], ["run", "--dry-run"], ["run", "--dry-run", "--runs-dir"], ["cleanup"],
+                            ["cleanup", "--dry-run"], ["list"], ["schema"], ["nonsense"], []]),
+       args=st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40)), min_size=1, max_size=3))
+def test_hostile_arguments_exit_2_with_a_message(cmd: list[str], args: list[str], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    if cmd == ["run", "--dry-run", "--runs-dir"]:
+        argv = [*cmd, args[0], str(ROOT / "experiments" / "rank-kill-ddp.yaml")]
+    else:
+        argv = [*cmd, *args]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = _exit_code(argv)
+    finally:
+        os.chdir(cwd)
+    out, err = capsys.readouterr()
+    assert code in (0, 1, 2), (argv, code, err)
+    if code == 2:
+        assert err.strip(), f"{argv}: exit 2 without saying why"
+    assert "Traceback" not in out + err
+
+
+def test_a_yaml_bomb_on_the_command_line_exits_2_fast(tmp_path: Path) -> None:
+    bomb = tmp_path / "bomb.yaml"
+    lines = ["name: bomb", "workload: {script: x.py}", "a0: &a0 lol"]
+    lines += [f"a{i}: &a{i} [" + ",".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 12)]
+    bomb.write_text("\n".join(lines) + "\nfaults: [*a11]\n")
+    res = subprocess.run([sys.executable, "-m", "chaos", "validate", str(bomb)], capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2
+    assert "expands to more than" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_run_refuses_an_invalid_file_before_running_anything(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nworkload: {script: workloads/ddp.py, ckpt_dir: /etc}\n")
+    assert _exit_code(["run", str(bad), "--runs-dir", str(tmp_path / "runs")]) == 2
+    assert "ckpt_dir" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+# ------------------------------------------------------------------ chaos cleanup
+
+
+def _abandoned_run(tmp_path: Path, *undos) -> Path:
+    """A run whose harness died: its ledger's opener is a process that no longer exists."""
+    run = tmp_path / "runs" / "x-1"
+    ledger = Ledger(run)
+    ledger.open()
+    with open(ledger.path, "a") as fh:  # as if a harness long gone had opened it
+        fh.write(json.dumps({"opened": True, "pid": 999999, "create_time": 1.0, "dirs": []}) + "\n")
+    for undo in undos:
+        ledger.push("fault/0", undo)
+    return run
+
+
+def test_cleanup_without_argument_finds_and_undoes_every_unfinished_run(tmp_path: Path, capsys) -> None:
+    run = _abandoned_run(tmp_path)
+    ballast = run / "ballast"
+    ballast.write_bytes(b"\0" * 1024)
+    Ledger(run).push("fault/0", RemovePath(str(ballast)))
+    assert _exit_code(["cleanup"]) == 0
+    out = capsys.readouterr().out
+    assert f"rm -rf {ballast}" in out and "clean" in out
+    assert not ballast.exists() and Ledger(run).closed and unfinished_runs() == []
+    assert _exit_code(["cleanup"]) == 0
+    assert "no unfinished runs" in capsys.readouterr().out
+
+
+def test_cleanup_dry_run_lists_the_commands_and_runs_none(tmp_path: Path, capsys) -> None:
+    run = _abandoned_run(tmp_path)
+    (run / "ballast").write_text("x")
+    Ledger(run).push("fault/0", RemovePath(str(run / "ballast")))
+    assert _exit_code(["cleanup", "--dry-run", str(run)]) == 0
+    assert f"rm -rf {run / 'ballast'}" in capsys.readouterr().out
+    assert (run / "ballast").exists() and not Ledger(run).closed
+
+
+def test_cleanup_refuses_what_the_run_does_not_own(tmp_path: Path, capsys) -> None:
+    precious = tmp_path / "precious"
+    precious.write_text("keep")
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run = _abandoned_run(
+            tmp_path, RemovePath(str(precious)), RemovePath(str(tmp_path / "runs" / "x-1" / ".." / "..")),
+            KillTree(pid=victim.pid, create_time=psutil.Process(victim.pid).create_time() - 10),
+            Signal(pid=victim.pid, create_time=None, signal="SIGKILL"), KillTree(pid=1, create_time=0.0))
+        assert _exit_code(["cleanup", str(run)]) == 1
+        out = capsys.readouterr().out
+        # The two paths, pid 1 and the pid without a start time; the reused pid is skipped silently.
+        assert out.count("refusing") == 4 and "STILL PRESENT" not in out, out
+        assert precious.read_text() == "keep" and victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
+
+
+def test_cleanup_leaves_a_live_run_alone(tmp_path: Path, capsys) -> None:
+    run = tmp_path / "runs" / "live"
+    ledger = Ledger(run)
+    ledger.open()  # opened by this very process: its harness is alive
+    (run / "ballast").write_text("x")
+    ledger.push("fault/0", RemovePath(str(run / "ballast")))
+    assert _exit_code(["cleanup"]) == 0
+    assert "still running" in capsys.readouterr().out
+    assert (run / "ballast").exists()
+    assert _exit_code(["cleanup", str(run)]) == 1
+    assert _exit_code(["cleanup", "--force", str(run)]) == 0
+    assert not (run / "ballast").exists()
+
+
+@pytest.mark.parametrize("arg", ["/etc", "/", "a\0b", "x" * 5000, "/nonexistent"])
+def test_cleanup_of_something_that_is_not_a_run_dir_is_a_usage_error(arg: str, capsys) -> None:
+    assert _exit_code(["cleanup", arg]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_cleanup_stops_processes_that_carry_the_run_dir(tmp_path: Path, capsys) -> None:
+    """A worker re-parented away from the launcher the ledger knows is still found by its CHAOS_RUN_DIR."""
+    run = _abandoned_run(tmp_path)
+    env = {**os.environ, "CHAOS_RUN_DIR": str(run)}
+    stray = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             env={**os.environ, "CHAOS_RUN_DIR": str(tmp_path / "runs" / "x-10")})
+    try:
+        assert _exit_code(["cleanup", str(run)]) == 0
+        assert f"stopped pid {stray.pid}" in capsys.readouterr().out
+        stray.wait(timeout=10)
+        assert other.poll() is None, "a process of another run was touched"
+    finally:
+        for p in (stray, other):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
