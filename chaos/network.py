@@ -195,7 +195,9 @@ def nft_ruleset(table: str, *, out_daddrs: Sequence[str] = (), in_saddrs: Sequen
                 loss_pct: float | None = None) -> str:
     """An ``nft -f`` script: drop (all, or ``loss_pct`` percent at random) of traffic to/from these peers."""
     # Per mille, so fractional percentages (0.5 %) survive nft's integer comparison.
-    verdict = f"numgen random mod 1000 < {int(round(loss_pct * 10))} drop" if loss_pct is not None else "drop"
+    # 100 % is a plain drop: nft rejects "< 1000" as out of numgen's range.
+    per_mille = 1000 if loss_pct is None else int(round(loss_pct * 10))
+    verdict = "drop" if per_mille >= 1000 else f"numgen random mod 1000 < {per_mille} drop"
     lines = [f"table inet {table} {{"]
     if out_daddrs:
         lines += ["  chain out {", "    type filter hook output priority -10; policy accept;",

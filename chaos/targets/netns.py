@@ -40,7 +40,7 @@ class NetnsConfig(TargetConfig):
 def require_root(what: str) -> None:
     if os.geteuid() != 0:
         raise CapabilityError(f"the {what} needs root (network namespaces, veth links, nftables, tc): "
-                              f"run as root (sudo -E chaos run ...) or in CI (ci/network-tests.sh)")
+                              f"run as root (sudo -E chaos run ...) or in CI (ci/install-node-tools.sh)")
 
 
 def nnodes_arg(nodes: int, min_nodes: int | None) -> str:

@@ -90,3 +90,10 @@ def test_degrade_config_needs_something_and_reorder_needs_delay() -> None:
         NetworkDegradeConfig(nodes=1)
     with pytest.raises(ValidationError, match="reorder_pct needs delay_ms"):
         NetworkDegradeConfig(nodes=1, reorder_pct=10)
+
+
+def test_nft_loss_is_per_mille_and_total_loss_is_a_plain_drop() -> None:
+    from chaos.network import nft_ruleset
+
+    assert "numgen random mod 1000 < 5 drop" in nft_ruleset("t", out_daddrs=["10.0.0.1"], loss_pct=0.5)
+    assert "numgen" not in nft_ruleset("t", out_daddrs=["10.0.0.1"], loss_pct=100)
