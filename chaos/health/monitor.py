@@ -189,10 +189,21 @@ def start_monitor(sources: list[str], *, rank: int | None = None, local_rank: in
     rank = int(os.environ.get("RANK", 0)) if rank is None else rank
     local_rank = int(os.environ.get("LOCAL_RANK", 0)) if local_rank is None else local_rank
     device = my_device(local_rank)
-    opened = [open_source(spec) for spec in sources]
+    opened, skipped = [], []
+    for spec in sources:
+        try:
+            opened.append(open_source(spec))
+        except SourceUnavailable as exc:
+            # One missing source (no NVML on a CPU box) must not stop training; none at all is an error.
+            skipped.append(f"{spec}: {exc}")
+            print(f"chaos.health: source {spec} unavailable, not followed: {exc}", file=sys.stderr)
+    if not opened:
+        raise SourceUnavailable("no health source could be opened: " + "; ".join(skipped))
     bus_id, resolve = _bus_mapping(device, opened)
-    return HealthMonitor(opened, device=device, rank=rank, policy=policy, bus_id=bus_id, resolve=resolve,
-                         **kwargs).start()
+    monitor = HealthMonitor(opened, device=device, rank=rank, policy=policy, bus_id=bus_id, resolve=resolve,
+                            **kwargs)
+    monitor.errors.extend(skipped)
+    return monitor.start()
 
 
 def _bus_mapping(device: int, sources: list[Source]) -> tuple[str, Callable[[str], int | None]]:

@@ -265,12 +265,12 @@ class NvmlSource:
 
 
 def report(wait_s: float = 2.0, out: Any = sys.stdout) -> int:
-    """Print every device's state and any XID event within ``wait_s``; the GPU check script runs this. Exit 0 when NVML worked."""
+    """Print every device's state and any XID event within ``wait_s``; the GPU check script runs this. 0: NVML worked, 2: no NVML here."""
     try:
         nvml = RealNvml()
     except SourceUnavailable as exc:
         print(f"NVML: unavailable: {exc}", file=out)
-        return 1
+        return 2
     print(f"NVML: {nvml.device_count()} device(s)", file=out)
     for i in range(nvml.device_count()):
         print(f"  GPU {i}: {json.dumps(asdict(nvml.state(i)))}", file=out)

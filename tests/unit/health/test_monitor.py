@@ -109,3 +109,15 @@ def test_start_monitor_writes_protocol_health_events(tmp_path: Path, monkeypatch
     [path] = list((tmp_path / "events").glob("*.jsonl"))
     rec = json.loads(path.read_text().splitlines()[0])
     assert (rec["ev"], rec["source"], rec["code"], rec["device"], rec["action"]) == ("health", "file", 63, 0, "alert")
+
+
+def test_an_unavailable_source_is_skipped_but_none_at_all_is_an_error(tmp_path: Path) -> None:
+    from chaos.health.sources import SourceUnavailable
+
+    log = tmp_path / "kern.log"
+    log.touch()
+    mon = start_monitor([f"nvml:{tmp_path / 'no-state.json'}", f"file:{log}"], rank=0, local_rank=0)
+    mon.stop()
+    assert [s.name for s in mon.sources] == ["file"] and "no-state.json" in mon.errors[0]
+    with pytest.raises(SourceUnavailable, match="no health source"):
+        start_monitor([f"nvml:{tmp_path / 'no-state.json'}"], rank=0, local_rank=0)
