@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from chaos.cli import main
+from chaos.faults.base import Fault
 from chaos.ledger import Ledger, unfinished_runs
+from chaos.registry import FAULTS
 from chaos.undo import KillTree, RemovePath, Signal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -172,3 +174,13 @@ def test_cleanup_stops_processes_that_carry_the_run_dir(tmp_path: Path, capsys) 
             if p.poll() is None:
                 p.kill()
             p.wait()
+
+
+# ------------------------------------------------------------------ dry run
+
+
+@pytest.mark.parametrize("kind", FAULTS.kinds())
+def test_every_fault_plans_its_own_commands(kind: str) -> None:
+    """``--dry-run`` prints what ``Fault.plan`` returns; the base version only echoes the config back."""
+    assert FAULTS.get(kind).plan is not Fault.plan, (
+        f"fault '{kind}' does not override plan(): `chaos run --dry-run` cannot show the commands it would run")
