@@ -35,6 +35,7 @@ class Trainer:
         self.cfg = cfg
         self.env: DistEnv | None = None
         self.step = 0
+        self.health: Any = None
 
     # ---- hooks --------------------------------------------------------------------------------
 
@@ -78,6 +79,8 @@ class Trainer:
             log.exception("rank %s failed at step %d", self.env.rank if self.env else "?", self.step)
             raise
         finally:
+            if self.health is not None:
+                self.health.stop()
             destroy_distributed()
         return 0
 
@@ -86,6 +89,10 @@ class Trainer:
         assert env is not None
         self.dataset = SyntheticDataset(cfg.dataset_size, cfg.seed, cfg.in_dim, cfg.n_classes)
         sdk.start(dataset_size=len(self.dataset), device=str(env.device), local_rank=env.local_rank)
+        # GPU health monitor, only when the harness (or an operator) names XID sources in CHAOS_XID_SOURCE.
+        from chaos import health
+
+        self.health = health.start_from_env(rank=env.rank, local_rank=env.local_rank)
         model = build_model(cfg.in_dim, cfg.hidden, cfg.n_classes, cfg.dropout, cfg.seed).to(env.device)
         self.model = self.parallelize(model)
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=cfg.lr)
@@ -124,7 +131,9 @@ class Trainer:
             sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss)
             if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
-            if cfg.ckpt_every and self.step % cfg.ckpt_every == 0:
+            # checkpoint_due() is a collective: every rank agrees to save now when a degrading GPU asks.
+            health_due = self.health is not None and self.health.checkpoint_due()
+            if (cfg.ckpt_every and self.step % cfg.ckpt_every == 0) or health_due:
                 self.checkpointer.save(self.step, self.app)
             if cfg.step_sleep > 0:
                 time.sleep(cfg.step_sleep)
