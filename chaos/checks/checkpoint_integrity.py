@@ -59,8 +59,11 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         failures: list[str] = []
         notes: list[str] = []
 
-        reports = self._verify_disk(root, commits, corruptions, failures, notes)
+        disk_failures: list[str] = []
+        reports = self._verify_disk(root, commits, corruptions, disk_failures, notes)
+        # 'latest' first: when it names a torn checkpoint, that is the headline, not the torn file itself.
         self._judge_latest(root, reports, failures)
+        failures += disk_failures
         tested = self._judge_corruptions(corruptions, commits, loads, rejects, failures)
         self._judge_lost_commits(commits, loads, corruptions, failures)
         self._judge_failed_saves(errors, commits, loads, failures)
