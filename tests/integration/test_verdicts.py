@@ -130,7 +130,7 @@ def test_in_place_checkpoint_killed_mid_write_fails_checkpoint_integrity(tmp_pat
   - kind: kill-rank
     rank: 0
     signal: SIGKILL
-    trigger: {on_event: ckpt_begin, step: 20}
+    trigger: {on_event: {on_event: ckpt_begin, step: 20}, delay_s: 0.3}
 """
     report = run_experiment(tmp_path, experiment_yaml("inplace-ckpt", script, ["checkpoint_integrity: {}"],
                                                       faults=kill_mid_write))
