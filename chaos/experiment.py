@@ -452,16 +452,37 @@ def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: i
     if times is not None and (not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= 100000):
         col.add(path + ("times",), "times must be a whole number from 1 to 100000")
         ok = False
+    named = [k for k in kinds if k in COMBINATORS or (isinstance(k, str) and TRIGGERS.get(k) is not None)]
+    flat: dict[str, Any] = {}
+    if len(named) == 1 and len(kinds) > 1 and named[0] not in COMBINATORS:
+        # The flat form {on_event: ckpt_begin, step: 20}: the other keys are the kind's own fields.
+        cls = TRIGGERS.get(named[0])
+        flat = {k: raw[k] for k in kinds if k != named[0]}
+        unknown = [k for k in flat if k not in cls.Params.model_fields or k == cls.shorthand]
+        for k in unknown:
+            fields = [f for f in cls.Params.model_fields if f != cls.shorthand]
+            col.add(path + (k,), f"unknown field for trigger '{named[0]}'; its fields: "
+                                 f"{', '.join(fields) or 'none'}{suggest(str(k), fields)}")
+        if unknown:
+            return None
+        if isinstance(raw[named[0]], dict):
+            col.add(path, f"give the fields of '{named[0]}' either inside it or beside it, not both")
+            return None
+        kinds = named
     if len(kinds) != 1:
         known = TRIGGERS.kinds() + list(COMBINATORS)
         if not kinds:
             col.add(path, f"no trigger kind given; known: {', '.join(known)}")
-        else:
-            col.add(path, f"one trigger kind per mapping (got {', '.join(map(str, kinds))}); "
+        elif len(named) > 1:
+            col.add(path, f"one trigger kind per mapping (got {', '.join(map(str, named))}); "
                           f"combine several with any: [...] or all: [...]")
+        else:
+            strays = [str(k) for k in kinds if k not in named]
+            col.add(path + (strays[0],), TRIGGERS.unknown_message(strays[0]).replace(
+                "; known:", f"; known: {', '.join(COMBINATORS)},"))
         return None
     kind = kinds[0]
-    value = raw[kind]
+    value = raw[kind] if not flat else {TRIGGERS.get(kind).shorthand: raw[kind], **flat}
     if kind in COMBINATORS:
         if not isinstance(value, list) or not value:
             col.add(path + (kind,), f"'{kind}' takes a non-empty list of triggers, {example}")

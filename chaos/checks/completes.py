@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.events import attempt_key
 
 
 class CompletesConfig(CheckConfig):
@@ -22,7 +23,10 @@ class Completes(Check, kind="completes"):
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         c = self.config
         h = outcome.history
-        attempts = h.attempts()
+        # An attempt counts once any of its workers was spawned, even if none of them ever sent
+        # `start` (died in rendezvous/init): those restarts were spent all the same.
+        attempts = sorted(set(h.attempts()) | {str(r["attempt"]) for r in h.of("worker_spawn")},
+                          key=attempt_key)
         restarts = max(0, len(attempts) - 1)
         target = c.min_step or _int(outcome.experiment.workload.args.get("steps"))
         max_step = h.max_step()

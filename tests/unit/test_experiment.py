@@ -97,6 +97,10 @@ def test_trigger_forms(tmp_path: Path) -> None:
     assert "one trigger kind per mapping" in msg and "any: [...]" in msg
     text = GOOD.replace("{at_step: 25}", "{on_event: {on_event: ckpt_commit, nth: 2}}")
     assert load_experiment(write(tmp_path, text)).faults[0].trigger.raw["on_event"]["nth"] == 2
+    flat = load_experiment(write(tmp_path, GOOD.replace("{at_step: 25}", "{on_event: ckpt_commit, nth: 2, delay_s: 1}")))
+    assert flat.faults[0].trigger.raw["on_event"]["nth"] == 2 and flat.faults[0].trigger.delay_s == 1
+    [msg] = problems(tmp_path, GOOD.replace("{at_step: 25}", "{on_event: ckpt_commit, nht: 2}"))
+    assert "trigger.nht: unknown field for trigger 'on_event'" in msg and "Did you mean 'nth'?" in msg
 
 
 def test_command_workload_is_first_class(tmp_path: Path) -> None:
