@@ -12,7 +12,7 @@ from chaos.errors import CapabilityError
 from chaos.faults.xid import XidConfig
 from chaos.health.nvml import SimulatedNvml
 from chaos.health.xidline import parse_xid_line
-from tests.unit.health.conftest import fault_of, make_run  # noqa: F401  (fixture)
+from tests.unit.health.runctx import fault_of, make_run  # noqa: F401  (fixture)
 
 
 def test_device_accepts_an_index_or_a_bus_id() -> None:

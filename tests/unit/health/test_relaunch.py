@@ -2,6 +2,7 @@
 
 from chaos.health.exclusions import add_exclusion
 from chaos.health.relaunch import next_launch, relaunch
+from tests.unit.health.runctx import make_run  # noqa: F401  (fixture)
 
 
 def _exclude(run, device: int, attempt: str = "0.0") -> None:

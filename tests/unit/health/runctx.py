@@ -1,4 +1,4 @@
-"""A RunContext for an experiment with one xid fault, without launching anything."""
+"""A RunContext for an experiment with one xid fault, without launching anything (imported, not a conftest: other suites import their own `conftest` by name)."""
 
 import random
 from pathlib import Path
