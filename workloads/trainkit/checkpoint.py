@@ -113,6 +113,7 @@ def remove_leftovers(ckpt_dir: Path) -> list[Path]:
 
 
 def remove_path(path: Path) -> None:
+    """Best-effort delete (a read-only or full filesystem must not stop training)."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
@@ -120,6 +121,8 @@ def remove_path(path: Path) -> None:
             path.unlink()
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            log.warning("could not remove %s: %s", path, exc)
 
 
 def read_latest(ckpt_dir: Path) -> str | None:
@@ -206,9 +209,13 @@ class CheckpointManager:
         rank0 = self.comm.rank == 0
         candidates: list[str] = []
         if rank0:
-            self.ckpt_dir.mkdir(parents=True, exist_ok=True)
-            remove_leftovers(self.ckpt_dir)
-            candidates = [str(p) for _s, p in list_step_dirs(self.ckpt_dir)]
+            try:
+                self.ckpt_dir.mkdir(parents=True, exist_ok=True)
+                remove_leftovers(self.ckpt_dir)
+                candidates = [str(p) for _s, p in list_step_dirs(self.ckpt_dir)]
+            except OSError as exc:  # e.g. a read-only mount: still resume from what can be read
+                log.warning("checkpoint directory %s: %s", self.ckpt_dir, exc)
+                candidates = [str(p) for _s, p in list_step_dirs(self.ckpt_dir)] if self.ckpt_dir.is_dir() else []
         candidates = self.comm.broadcast(candidates)
         failed_load = False
         for candidate in candidates:

@@ -268,3 +268,20 @@ def test_commit_dir_and_remove_leftovers_directly(tmp_path: Path) -> None:
     assert (tmp_path / "latest").read_text() == "step_000001" and not tmp.exists()
     (tmp_path / ".tmp-junk").write_bytes(b"")
     assert [p.name for p in remove_leftovers(tmp_path)] == [".tmp-junk"]
+
+
+def test_resume_from_a_read_only_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    mgr, _, _ = manager(tmp_path)
+    mgr.save(2, make_app())
+    (tmp_path / "ckpt" / ".tmp-step_000004-ff").mkdir()
+    (tmp_path / "ckpt" / ".latest.tmp-1").write_bytes(b"x")
+
+    def read_only(self: Path, *args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(Path, "unlink", read_only)
+    monkeypatch.setattr("shutil.rmtree", lambda *a, **k: None)
+    mgr2, events, _ = manager(tmp_path)
+    step, path = mgr2.resume(make_app())
+    assert step == 2 and path is not None  # leftovers could not be deleted; resume goes on
+    assert (tmp_path / "ckpt" / ".latest.tmp-1").exists()
