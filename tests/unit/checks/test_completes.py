@@ -6,7 +6,7 @@ from chaos.checks.completes import Completes, CompletesConfig
 
 
 def run_to(sim, last, restart_at=None):
-    from conftest import Cursor
+    from histsim import Cursor
 
     sim.start("0.0")
     if restart_at:

@@ -22,7 +22,7 @@ def killed_at_8_resumed_from_6(sim, cursor_fix=None):
 
 
 def _fresh(sim):
-    from conftest import Cursor
+    from histsim import Cursor
 
     return Cursor(sim.dataset_size)
 
@@ -179,7 +179,7 @@ def test_in_process_rollback_splits_the_attempt(sim, outcome_of):
 
 
 def test_workload_without_ckpt_load_events_infers_the_resume_point(outcome_of):
-    from conftest import Sim
+    from histsim import Sim
 
     sim = Sim()
     sim.start("0.0", load=None)
@@ -216,7 +216,7 @@ def test_drop_last_tolerance(sim, outcome_of):
 
 
 def test_skips_without_dataset_size_or_samples(outcome_of):
-    from conftest import Sim
+    from histsim import Sim
 
     sim = Sim(dataset_size=None)
     sim.start("0.0")

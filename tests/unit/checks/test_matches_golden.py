@@ -13,7 +13,7 @@ def golden(world=2, digest="a" * 64, loss=0.5, step=8):
 
 
 def finished(sim, world=2, digests=None, steps=8):
-    from conftest import Cursor
+    from histsim import Cursor
 
     sim.start("0.0", world=world)
     sim.train("0.0", 1, steps, Cursor(16))
@@ -62,7 +62,7 @@ def test_a_failed_golden_run_is_an_error_with_its_reason(sim, outcome_of):
 
 
 def test_a_run_without_final_events_fails(sim, outcome_of):
-    from conftest import Cursor
+    from histsim import Cursor
 
     sim.start("0.0")
     sim.train("0.0", 1, 3, Cursor(16))

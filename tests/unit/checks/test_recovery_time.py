@@ -9,7 +9,7 @@ from chaos.recovery import compute_recovery
 
 def killed_and_resumed(sim):
     """0.0 runs to step 8 (commit at 6); rank 1 is killed; 0.1 loads 6 and runs on. Returns the fault."""
-    from conftest import Cursor
+    from histsim import Cursor
 
     sim.start("0.0")
     sim.train("0.0", 1, 8, Cursor(16), ckpt_every=3)
@@ -45,7 +45,7 @@ def test_compute_recovery_figures(sim):
 
 
 def test_no_restart_leaves_the_later_figures_unset(sim):
-    from conftest import Cursor
+    from histsim import Cursor
 
     sim.start("0.0")
     sim.train("0.0", 1, 4, Cursor(16))
