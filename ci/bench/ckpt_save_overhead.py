@@ -68,16 +68,17 @@ def main() -> int:
              "optim": {f"exp_avg{i}": torch.rand(n, generator=gen) for i in range(16)}}
     nbytes = sum(t.numel() * 4 for part in state.values() for t in part.values())
     base = Path(args.dir or tempfile.mkdtemp(prefix="chaos-bench-save-"))
-    manager = CheckpointManager(base / "managed", PlainDcp(), LocalComm(), keep=1)
+    # keep every save: retention (deleting the previous checkpoint) is not part of the plain baseline.
+    manager = CheckpointManager(base / "managed", PlainDcp(), LocalComm(), keep=args.repeat + 2)
     try:
         plain_s: list[float] = []
         managed_s: list[float] = []
+        # Nothing is deleted until the end, on either side: freeing blocks would slow the next write.
         for i in range(args.repeat + 1):  # the first round warms up and is not counted
             target = base / f"plain-{i}"
             start = time.perf_counter()
             dcp_save(state, target)
             plain = time.perf_counter() - start
-            shutil.rmtree(target)
             start = time.perf_counter()
             result = manager.save(i + 1, state)
             managed = time.perf_counter() - start
