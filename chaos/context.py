@@ -19,9 +19,12 @@ if TYPE_CHECKING:
 
 
 class HarnessLog:
-    """Appends the harness's own records (``launch``, ``fault_inject``, ``cmd``, ...) to harness.jsonl."""
+    """Appends the harness's own records (``launch``, ``fault_inject``, ``cmd``, ...) to harness.jsonl.
 
-    def __init__(self, path: Path) -> None:
+    With ``path`` None (a dry run) the records stay in memory: a dry run writes nothing to disk.
+    """
+
+    def __init__(self, path: Path | None) -> None:
         self.path = path
         self.records: list[dict[str, Any]] = []
 
@@ -33,6 +36,8 @@ class HarnessLog:
         record = {"ev": ev, "t": time.time(), "mono": time.monotonic(), "pid": os.getpid(),
                   "host": socket.gethostname(), "source": "harness", **fields}
         self.records.append(record)
+        if self.path is None:
+            return record
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record, default=str) + "\n")

@@ -35,6 +35,10 @@ POLL_S = 0.05
 class Interrupted(Exception):
     """SIGINT or SIGTERM reached the harness: stop the workload, revert every fault, report."""
 
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}: workload stopped, faults reverted")
+
 
 @dataclass
 class _Armed:
@@ -104,17 +108,28 @@ class Runner:
 
     # ----------------------------------------------------------------------------------- setup
 
-    def _context(self) -> RunContext:
-        try:
-            run_dir = new_run_dir(self.runs_root, self.exp.name)
-        except (OSError, ValueError) as exc:  # ValueError: a NUL byte in --runs-dir
-            raise UsageError(f"cannot create the run directory under '{self.runs_root}': "
-                             f"{getattr(exc, 'strerror', None) or exc}; "
-                             f"pass a writable --runs-dir") from None
-        (run_dir / "events").mkdir()
+    def _context(self, create: bool = True) -> RunContext:
+        if not create:  # --dry-run: name the directory a run would use, touch nothing
+            run_dir = self.runs_root / f"{self.exp.name}-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}"
+            try:
+                os.stat(run_dir)
+            except FileNotFoundError:
+                pass
+            except (OSError, ValueError) as exc:  # a name too long, a NUL byte: say so, not a traceback
+                raise UsageError(f"unusable --runs-dir '{self.runs_root}': {getattr(exc, 'strerror', None) or exc}; "
+                                 f"pass a writable folder with a shorter path") from None
+        else:
+            try:
+                run_dir = new_run_dir(self.runs_root, self.exp.name)
+            except (OSError, ValueError) as exc:  # ValueError: a NUL byte in --runs-dir
+                raise UsageError(f"cannot create the run directory under '{self.runs_root}': "
+                                 f"{getattr(exc, 'strerror', None) or exc}; "
+                                 f"pass a writable --runs-dir") from None
+            (run_dir / "events").mkdir()
         ckpt = Path(self.exp.workload.ckpt_dir) if self.exp.workload.ckpt_dir else run_dir / "ckpt"
-        ckpt.mkdir(parents=True, exist_ok=True)
-        log = HarnessLog(run_dir / "harness.jsonl")
+        if create:
+            ckpt.mkdir(parents=True, exist_ok=True)
+        log = HarnessLog(run_dir / "harness.jsonl" if create else None)
         target_cls = TARGETS.get(self.exp.target_kind)
         ctx = RunContext(experiment=self.exp, run_dir=run_dir, ckpt_dir=ckpt, ledger=Ledger(run_dir),
                          shell=Shell(log, dry_run=self.dry_run), log=log,
@@ -124,7 +139,7 @@ class Runner:
 
     def plan(self) -> list[str]:
         """Every action the run would take, with exact commands, running none of them."""
-        run = self._context()
+        run = self._context(create=False)
         lines = [f"run directory: {run.run_dir}"]
         lines += run.target.plan(run)
         for spec in self.exp.faults:
@@ -149,6 +164,7 @@ class Runner:
         wall0 = time.time()
         revert_failures: list[str] = []
         harness_error: str | None = None
+        interrupted_by: int | None = None
         tail_output = ""
         try:
             run.ledger.open(dirs=[run.ckpt_dir])
@@ -166,6 +182,7 @@ class Runner:
             exit_code, timed_out = self._loop(run, armed, records, diagnostics, start)
         except Interrupted as exc:
             harness_error = str(exc)
+            interrupted_by = exc.signum
             diagnostics.append(str(exc))
         except ChaosError:
             raise
@@ -192,7 +209,9 @@ class Runner:
         if revert_failures:
             results.append(CheckResult("revert", "error", f"{len(revert_failures)} revert(s) failed: "
                                        + "; ".join(revert_failures)))
-        if harness_error:
+        if interrupted_by is not None:
+            code = 128 + interrupted_by  # the shell convention: 130 for Ctrl-C, 143 for SIGTERM
+        elif harness_error:
             code = 3
         elif any(r.verdict == "error" for r in results):
             code = 3
@@ -222,7 +241,7 @@ class Runner:
             print("interrupted: reverting every fault; interrupt again to skip the reverts", file=sys.stderr, flush=True)
             return
         if self._signals == 1:
-            raise Interrupted(f"interrupted by {signal.Signals(signum).name}: workload stopped, faults reverted")
+            raise Interrupted(signum)
         # A second Ctrl-C: skip the reverts, but say exactly what is left and how to undo it.
         run = getattr(self, "run_ctx", None)
         lines = ["second interrupt: skipping reverts. Left behind:"]

@@ -8,7 +8,6 @@ environment, which survives re-parenting to init and new sessions (torchrun star
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
@@ -20,6 +19,7 @@ from pathlib import Path
 import psutil
 
 from chaos.ledger import Ledger
+from chaos.network import short_id
 from chaos.shell import Shell
 
 def run_tag(run_dir: str | os.PathLike[str]) -> str:
@@ -29,7 +29,7 @@ def run_tag(run_dir: str | os.PathLike[str]) -> str:
     ``chb<tag>``, veths ``chn<tag>n0``/``chs<tag>n0``; IFNAMSIZ leaves no room for more): ``tagged``
     matches exactly those, so a leftover check never mistakes someone else's object for the run's.
     """
-    return hashlib.sha1(str(Path(run_dir).resolve()).encode()).hexdigest()[:6]
+    return short_id(Path(run_dir))
 
 
 def tagged(tag: str) -> re.Pattern[str]:

@@ -143,7 +143,8 @@ class Netns(Target, kind="netns"):
     def rendezvous(self, run: RunContext, node: Node) -> Rendezvous:
         c = self.config
         return Rendezvous(
-            standalone=False, host=self.nodes[0].address or "", port=c.rdzv_port,
+            # Node 0's address from the addressing plan: also right before prepare() (--dry-run).
+            standalone=False, host=node_address(self._addressing(run), 0), port=c.rdzv_port,
             nnodes=nnodes_arg(c.nodes, c.min_nodes), node_rank=node.rank, run_id=f"chaos-{run_names(run).rid}",
             local_addr=node.address,
             # Node 0 serves the store: torch's guess compares the endpoint with the host's name, which
