@@ -125,12 +125,6 @@ def remove_path(path: Path) -> None:
             log.warning("could not remove %s: %s", path, exc)
 
 
-def read_latest(ckpt_dir: Path) -> str | None:
-    try:
-        return (ckpt_dir / LATEST_NAME).read_text().strip() or None
-    except OSError:
-        return None
-
 
 def commit_dir(tmp: Path, final: Path, step: int, **meta: Any) -> int:
     """Seal ``tmp`` with a manifest, rename it to ``final``, move ``latest``; returns the bytes committed."""

@@ -9,7 +9,7 @@ import inspect
 import os
 import textwrap
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -127,7 +127,3 @@ def parse_config(cls: type[T], argv: list[str] | None = None, description: str =
     if hasattr(cfg, "ckpt_dir") and not cfg.ckpt_dir:  # type: ignore[attr-defined]
         cfg.ckpt_dir = os.environ.get("CHAOS_CKPT_DIR") or "./ckpt"  # type: ignore[attr-defined]
     return cfg
-
-
-def as_dict(cfg: Any) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
