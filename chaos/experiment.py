@@ -44,6 +44,8 @@ class WorkloadConfig(BaseModel):
     """Checkpoint directory; default <run_dir>/ckpt. Exposed to the workload as CHAOS_CKPT_DIR."""
     join_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     """A spawned attempt whose ranks have not all sent ``start`` within this long is named as stuck in rendezvous/init."""
+    share_rdzv_store: bool = False
+    """Let torchrun hand its one rendezvous store to every restart attempt (torchrun's default). A script that does not prefix its keys per attempt then hits the gloo restart trap (docs/torchrun-restart-trap.md), so by default the harness sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: every attempt gets a fresh store. Multi-node targets always do (each node counts restarts on its own)."""
     step_regex: str | None = None
     """For workloads that do not speak the event protocol: a regex with a group 'step' matched on their output."""
 

@@ -101,6 +101,10 @@ def workload_env(run: RunContext, node: str) -> dict[str, str]:
         "CHAOS_HOST": node,
         "PYTHONUNBUFFERED": "1",
     })
+    multi_node = run.target is not None and run.target.node_count > 1
+    if not run.experiment.workload.share_rdzv_store or multi_node:
+        # A fresh rendezvous store per attempt: no stale gloo keys from the attempt that died.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
     env.update(run.experiment.workload.env)
     # Faults and the relaunch policy add variables per run (e.g. CHAOS_XID_SOURCE, CUDA_VISIBLE_DEVICES).
     env.update(run.scratch.get("workload_env", {}))

@@ -40,6 +40,8 @@ def bare_trial(kill_at: int) -> float:
         events = Path(tmp) / "events"
         env = dict(os.environ, CHAOS_EVENTS_DIR=str(events), CHAOS_CKPT_DIR=str(Path(tmp) / "ckpt"),
                    CHAOS_RUN_DIR=tmp, PYTHONPATH=str(ROOT))
+        if not w.share_rdzv_store:  # the same rendezvous setting the harness launches with
+            env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                 "--nproc-per-node", str(w.nproc_per_node), "--max-restarts", str(w.max_restarts),
                 "--monitor-interval", "0.1", str(exp.resolve_script()), *script_args(w.args)]

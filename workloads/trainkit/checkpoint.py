@@ -42,8 +42,13 @@ from chaos.checkpoint.manifest import (
     write_manifest,
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
+from torch.distributed.checkpoint.api import CheckpointException
 
 from .dist import Comm
+
+# torch.distributed.checkpoint wraps every rank's error (ENOSPC mid dcp.save, a torn shard on load)
+# in CheckpointException, which derives from BaseException: `except Exception` lets it crash the job.
+RECOVERABLE = (Exception, CheckpointException)
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +228,7 @@ class CheckpointManager:
             step = 0
             try:
                 step = self.fmt.load(path, app, self.comm)
-            except Exception as exc:  # any rank's failure rejects the candidate on all ranks
+            except RECOVERABLE as exc:  # any rank's failure rejects the candidate on all ranks
                 error = _describe(exc, self.comm.rank)
             errors = [e for e in self.comm.all_gather(error) if e]
             if errors:
@@ -329,7 +334,7 @@ class CheckpointManager:
         try:
             self.fmt.write_collective(staged, tmp, comm)
             self.fmt.write_local(staged, tmp, comm.rank)
-        except Exception as exc:  # a local failure must still reach the agreement below
+        except RECOVERABLE as exc:  # a local failure must still reach the agreement below
             error = _describe(exc, comm.rank)
         self._agree(comm, error, tmp)
         outcome: tuple[str | None, int] = (None, 0)
