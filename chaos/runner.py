@@ -276,7 +276,9 @@ class Runner:
                     joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
             run.history.add(new)
             self._watch_workers(run, known, spawned, world)
-            for attempt, t_spawn in spawned.items():
+            # Only a workload seen to speak the protocol (some attempt sent `start`) can be judged
+            # stuck by its silence; a script without the protocol is only bounded by timeout_s.
+            for attempt, t_spawn in spawned.items() if joined else ():
                 need = world.get(attempt, 1)
                 have = len(joined.get(attempt, ()))
                 if have < need and attempt not in stuck_named and now - t_spawn > join_timeout:
@@ -326,7 +328,7 @@ class Runner:
         for key, w in current.items():
             if key not in known:
                 attempt = f"{run.launch_no}.{w.restart_count}"
-                spawned.setdefault(attempt, self.clock() - self._start_of(run))
+                spawned.setdefault(attempt, self.clock() - self._t0)
                 # Distinct ranks, not spawns: in a multi-node job an agent restarted by a peer's
                 # re-rendezvous keeps its restart count, so one attempt id can spawn a rank twice.
                 self._attempt_ranks.setdefault(attempt, set()).add((w.node, w.rank))
@@ -338,9 +340,6 @@ class Runner:
                         attempt=f"{run.launch_no}.{w.restart_count}")
         known.clear()
         known.update(current)
-
-    def _start_of(self, run: RunContext) -> float:
-        return self._t0
 
     def _fire(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord], state: TriggerState) -> None:
         for a in armed:
@@ -372,7 +371,7 @@ class Runner:
         duration = a.fault.config.duration_s
         if duration:
             rec.details["duration_s"] = duration
-        a.active.append((rec, (self.clock() - self._start_of(run)) + duration if duration else None))
+        a.active.append((rec, (self.clock() - self._t0) + duration if duration else None))
         return rec
 
     def _revert(self, run: RunContext, a: _Armed, rec: FaultRecord) -> None:

@@ -119,3 +119,22 @@ def test_delay_s_postpones_injection(tmp_path: Path, delay: float) -> None:
     steps_at_inject = fault.details["max_step_before"]
     # 0.4 s at 0.03 s per step is over ten more steps.
     assert (steps_at_inject >= 12) == (delay > 0), steps_at_inject
+
+
+def test_a_script_without_the_protocol_is_followed_through_step_regex(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 8}
+        checks:
+          - completes: {max_restarts: 1, min_step: 40}
+        """, extra_args=", --no-events")
+    exp.workload.step_regex = r"^step (?P<step>\d+)$"
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    # No `start` ever arrives, yet the restarted attempt is not mistaken for one stuck in init.
+    assert report.outcome.diagnostics == []
+    assert report.exit_code == 0, [(c.kind, c.reason) for c in report.checks]
+    [fault] = report.outcome.faults
+    assert fault.details["ranks"] == [1] and fault.details["max_step_before"] >= 8
+    assert not list((report.run_dir / "events").iterdir())
