@@ -15,7 +15,7 @@ from chaos.checks.base import Check, CheckConfig
 from chaos.errors import ExperimentError, Problem
 from chaos.faults.base import Fault, FaultConfig
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
-from chaos.targets.base import Target, TargetConfig
+from chaos.targets.base import TargetConfig
 from chaos.triggers.base import Trigger, all_of, any_of
 
 Scalar = Union[str, int, float, bool]

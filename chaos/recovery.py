@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chaos.events import History, Record
+from chaos.events import History
 
 if TYPE_CHECKING:
     from chaos.checks.base import FaultRecord

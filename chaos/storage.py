@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from chaos.context import RunContext
 from chaos.errors import CapabilityError, FaultError
+from chaos.faults.base import Fault
 from chaos.undo import Command, RemovePath, Unmount
 
 OWNER = "storage"
@@ -107,3 +108,18 @@ def mounted(run: RunContext) -> CkptMount:
         raise FaultError(f"the checkpoint directory {run.ckpt_dir} is not on the harness's mount "
                          "(was the fault's prepare() skipped?)")
     return mount
+
+
+class CkptMountFault(Fault):
+    """Base of the storage faults: the run's checkpoint directory lives on a mount the fault sets up before launch."""
+
+    config: MountOptions
+
+    def check(self, run: RunContext) -> None:
+        check_can_mount(self.config.fs)
+
+    def prepare(self, run: RunContext) -> None:
+        ensure_ckpt_mount(run, self.config)
+
+    def mount_plan(self, run: RunContext) -> str:
+        return f"before launch: mount a {self.config.size_mb} MiB {self.config.fs} over {run.ckpt_dir}"

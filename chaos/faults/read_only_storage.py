@@ -9,8 +9,8 @@ from pydantic import Field
 
 from chaos.context import RunContext
 from chaos.errors import FaultError
-from chaos.faults.base import Fault, FaultConfig
-from chaos.storage import MountOptions, check_can_mount, ensure_ckpt_mount, mounted
+from chaos.faults.base import FaultConfig
+from chaos.storage import CkptMountFault, MountOptions, mounted
 from chaos.undo import Command
 
 
@@ -19,20 +19,13 @@ class ReadOnlyStorageConfig(FaultConfig, MountOptions):
     """A remount fails with EBUSY while a file is open for writing: keep retrying this long (a save in flight finishes)."""
 
 
-class ReadOnlyStorage(Fault, kind="read-only-storage"):
+class ReadOnlyStorage(CkptMountFault, kind="read-only-storage"):
     """Remount the run's checkpoint filesystem read-only (EROFS on every write); revert remounts it read-write."""
 
     Config = ReadOnlyStorageConfig
 
-    def check(self, run: RunContext) -> None:
-        check_can_mount(self.config.fs)
-
-    def prepare(self, run: RunContext) -> None:
-        ensure_ckpt_mount(run, self.config)
-
     def plan(self, run: RunContext) -> list[str]:
-        c = self.config
-        return [f"before launch: mount a {c.size_mb} MiB {c.fs} over {run.ckpt_dir}",
+        return [self.mount_plan(run),
                 f"at the trigger: mount -o remount,ro {run.ckpt_dir}",
                 f"revert: mount -o remount,rw {run.ckpt_dir}"]
 

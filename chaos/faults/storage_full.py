@@ -10,8 +10,8 @@ from pydantic import Field
 
 from chaos.context import RunContext
 from chaos.errors import FaultError
-from chaos.faults.base import Fault, FaultConfig
-from chaos.storage import MountOptions, check_can_mount, ensure_ckpt_mount, mounted
+from chaos.faults.base import FaultConfig
+from chaos.storage import CkptMountFault, MountOptions, mounted
 from chaos.undo import RemovePath
 
 BALLAST_NAME = ".chaos-ballast"
@@ -23,20 +23,14 @@ class StorageFullConfig(FaultConfig, MountOptions):
     """Bytes to leave free after filling (0: fill until the filesystem refuses a single byte more)."""
 
 
-class StorageFull(Fault, kind="storage-full"):
+class StorageFull(CkptMountFault, kind="storage-full"):
     """Fill the run's checkpoint filesystem to ENOSPC with a ballast file; revert deletes the ballast."""
 
     Config = StorageFullConfig
 
-    def check(self, run: RunContext) -> None:
-        check_can_mount(self.config.fs)
-
-    def prepare(self, run: RunContext) -> None:
-        ensure_ckpt_mount(run, self.config)
-
     def plan(self, run: RunContext) -> list[str]:
         c = self.config
-        return [f"before launch: mount a {c.size_mb} MiB {c.fs} over {run.ckpt_dir}",
+        return [self.mount_plan(run),
                 f"at the trigger: write {run.ckpt_dir}/{BALLAST_NAME} until ENOSPC (leaving {c.leave_bytes} B)",
                 f"revert: rm {run.ckpt_dir}/{BALLAST_NAME}"]
 
