@@ -252,10 +252,6 @@ def test_dry_run_executes_nothing(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "torch.distributed.run" in res.stdout or "torchrun" in res.stdout, res.stdout
-    for run_dir in (tmp_path / "runs").glob("*"):
-        assert not run_processes(run_dir)
-        ledger = run_dir / "ledger.jsonl"
-        assert not ledger.exists() or not Ledger(run_dir).pending(), f"dry run wrote undo actions to {ledger}"
-        assert not (run_dir / "output.log").exists(), "dry run launched the workload"
+    assert not (tmp_path / "runs").exists(), "a dry run wrote a run directory"
     assert Path("/proc/self/mounts").read_text() == mounts_before
     assert not (tmp_path / "state" / "active").exists() or not list((tmp_path / "state" / "active").iterdir())
