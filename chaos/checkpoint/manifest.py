@@ -15,6 +15,7 @@ runs at memory speed, so verifying a large checkpoint is bound by the disk, not 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,9 +31,26 @@ HASH_NAME = "xxh3_128"
 _CHUNK = 8 << 20
 
 
-def hash_file(path: str | os.PathLike[str]) -> str:
-    """xxh3-128 of a file's bytes, streamed in 8 MiB chunks into one reused buffer."""
+def hash_file(path: str | os.PathLike[str], *, use_mmap: bool = False) -> str:
+    """xxh3-128 of a file's bytes, streamed in 8 MiB chunks into one reused buffer.
+
+    ``use_mmap`` hashes straight from the page cache (no copy: about 2.5x faster), but a file
+    truncated while mapped kills the reader with SIGBUS. So only files this process just wrote
+    and nobody else touches are mapped (a save sealing its own checkpoint); a verifier, which may
+    meet a checkpoint a fault is corrupting, reads.
+    """
     h = xxhash.xxh3_128()
+    if use_mmap:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size:
+                with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+                    view = memoryview(mapped)
+                    try:
+                        for offset in range(0, len(view), _CHUNK):
+                            h.update(view[offset:offset + _CHUNK])
+                    finally:
+                        view.release()
+        return h.hexdigest()
     buf = bytearray(_CHUNK)
     view = memoryview(buf)
     with open(path, "rb", buffering=0) as fh:
@@ -44,13 +62,13 @@ def hash_file(path: str | os.PathLike[str]) -> str:
     return h.hexdigest()
 
 
-def hash_files(paths: list[Path], workers: int | None = None) -> list[str]:
+def hash_files(paths: list[Path], workers: int | None = None, *, use_mmap: bool = False) -> list[str]:
     """Hash many files in parallel threads (xxhash releases the GIL on large buffers)."""
     workers = workers or min(8, (os.cpu_count() or 1) + 1)
     if len(paths) <= 1:
-        return [hash_file(p) for p in paths]
+        return [hash_file(p, use_mmap=use_mmap) for p in paths]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(hash_file, paths))
+        return list(pool.map(lambda p: hash_file(p, use_mmap=use_mmap), paths))
 
 
 def data_files(directory: Path) -> list[Path]:
@@ -69,7 +87,8 @@ def build_manifest(directory: str | os.PathLike[str], step: int, **meta: Any) ->
     """Describe every data file in ``directory`` (sizes and checksums)."""
     directory = Path(directory)
     files = data_files(directory)
-    digests = hash_files(files)
+    # The writer seals its own fresh files, which nothing else touches: safe to map.
+    digests = hash_files(files, use_mmap=True)
     return {
         "format": FORMAT,
         "step": int(step),
