@@ -45,34 +45,29 @@ class EventWriter:
     def enabled(self) -> bool:
         return bool(self.events_dir)
 
-    def _identity(self) -> dict[str, Any]:
-        # torchrun fixes these for a worker's lifetime: read the environment once per process.
-        pid = os.getpid()
-        if self._ident is None or self._ident["pid"] != pid:
-            self._ident = {"pid": pid, "host": self.host, "rank": _env_int("RANK", 0),
-                           "world_size": _env_int("WORLD_SIZE", 1), "attempt": attempt_id()}
-        return self._ident
-
-    def _file(self) -> int:
-        # Re-open after fork: a child must never append to its parent's file.
-        pid = os.getpid()
-        if self._fd is None or self._pid != pid:
-            os.makedirs(self.events_dir, exist_ok=True)  # type: ignore[arg-type]
-            path = os.path.join(self.events_dir, f"{self.host}-{pid}.jsonl")  # type: ignore[arg-type]
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            self._pid = pid
-        return self._fd
+    def _reopen(self, pid: int) -> None:
+        # After a fork the child gets its own file (a child must never append to its parent's) and
+        # its own identity; torchrun fixes RANK and the rest for a worker's lifetime, so they are
+        # read from the environment once per process, not per event.
+        os.makedirs(self.events_dir, exist_ok=True)  # type: ignore[arg-type]
+        path = os.path.join(self.events_dir, f"{self.host}-{pid}.jsonl")  # type: ignore[arg-type]
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._ident = {"pid": pid, "host": self.host, "rank": _env_int("RANK", 0),
+                       "world_size": _env_int("WORLD_SIZE", 1), "attempt": attempt_id()}
+        self._pid = pid
 
     def emit(self, ev: str, **fields: Any) -> None:
         """Append one record; a SIGKILL right after this call loses nothing already written."""
         if not self.enabled:
             return
-        record = {"ev": ev, "t": time.time(), "mono": time.monotonic(), **self._identity(), **fields}
-        line = _dumps(record)
+        pid = os.getpid()  # a real system call: once per event
         with self._lock:
+            if pid != self._pid:
+                self._reopen(pid)
+            line = _dumps({"ev": ev, "t": time.time(), "mono": time.monotonic(), **self._ident, **fields})
             # One unbuffered write() of one whole line: nothing waits in a user-space buffer for a
             # SIGKILL to lose, and O_APPEND keeps concurrent writers' lines intact.
-            os.write(self._file(), line)
+            os.write(self._fd, line)  # type: ignore[arg-type]
 
 
 def _dumps(record: dict[str, Any]) -> bytes:
@@ -132,7 +127,9 @@ def start(*, dataset_size: int, device: str, local_rank: int | None = None, **ex
 
 def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra: Any) -> None:
     """Optimizer step ``step`` (1-based) completed on this rank, having consumed ``samples``."""
-    emit("step", step=step, epoch=epoch, samples=[int(s) for s in samples], loss=float(loss), **extra)
+    # A list (of ints, or of numpy/torch scalars that _jsonable turns into ints) is written as is.
+    samples = samples if type(samples) is list else [int(s) for s in samples]
+    emit("step", step=step, epoch=epoch, samples=samples, loss=float(loss), **extra)
 
 
 def ckpt_begin(step: int, path: str) -> None:
