@@ -64,12 +64,3 @@ class RunContext:
     @property
     def events_dir(self) -> Path:
         return self.run_dir / "events"
-
-    def inside(self, path: Path, root: Path | None = None) -> bool:
-        """Blast radius: is ``path`` inside ``root`` (the run directory by default), links resolved?"""
-        root = (root or self.run_dir).resolve()
-        try:
-            path.resolve().relative_to(root)
-            return True
-        except ValueError:
-            return False

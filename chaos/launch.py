@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,13 +26,6 @@ class Rendezvous:
     """This node's own address (torchrun --local-addr): what peers and workers connect to, instead of the host's name."""
     rdzv_conf: dict[str, str] = field(default_factory=dict)
     """torchrun --rdzv-conf entries, e.g. is_host (who serves the store), last_call_timeout (elastic shrink)."""
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port nobody listens on right now (parallel runs each get their own)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def script_args(args: dict) -> list[str]:

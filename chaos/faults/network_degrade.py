@@ -74,9 +74,6 @@ class NetworkDegrade(Fault, kind="network-degrade"):
                 f"unknown'); load it (modprobe sch_netem, or install linux-modules-extra-$(uname -r)) or use only "
                 f"loss_pct and rate_mbit, which fall back to nftables and tbf")
 
-    def mechanism(self, run: RunContext) -> str:
-        return "netem" if has_netem(run) else "nftables+tbf"
-
     def plan(self, run: RunContext) -> list[str]:
         c = self.config
         args = netem_args(delay_ms=c.delay_ms, jitter_ms=c.jitter_ms, loss_pct=c.loss_pct, corrupt_pct=c.corrupt_pct,
