@@ -145,3 +145,7 @@ class Trainer:
         sdk.final(self.step, digest=digest)
         if self.env and self.env.rank == 0:
             print(f"final step {self.step} digest {digest}", flush=True)
+        # Leave together: a rank that tears its process group down while a peer's gloo pairs are
+        # still talking to it can make the peer abort at exit ("terminate called without an active
+        # exception", SIGABRT), which torchrun answers with a needless restart of a finished job.
+        dist.barrier()
