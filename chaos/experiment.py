@@ -117,7 +117,10 @@ class Experiment:
         script = self.resolve_script()
         if script is not None:
             h.update(script.read_bytes())
-            for helper in sorted(script.parent.glob("trainkit/*.py")):
+            # The script's own modules beside it (e.g. workloads/trainkit/): a change there changes
+            # what a fault-free run computes just as much as a change to the script itself.
+            for helper in sorted(script.parent.rglob("*.py")):
+                h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
         payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir"})
         payload["target"] = self.target.model_dump()
