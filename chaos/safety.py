@@ -42,7 +42,7 @@ class Leftover:
     """One thing of a run still in place after it should have been reverted."""
 
     kind: str
-    """processes | mounts | files | netns | links | nft | qdiscs | containers | ledger"""
+    """processes | mounts | files | netns | links | nft | qdiscs | containers | docker networks | ledger"""
     what: str
 
 
@@ -143,6 +143,8 @@ def kernel_leftovers(tag: str) -> list[Leftover]:
     out += [Leftover("qdiscs", line) for line in _named(_run(["tc", "qdisc", "show"]), tag)]
     out += [Leftover("containers", line) for line in _named(
         _run(["docker", "ps", "-a", "--format", "{{.Names}} {{.Status}}"]), tag)]
+    out += [Leftover("docker networks", line) for line in _named(
+        _run(["docker", "network", "ls", "--format", "{{.Name}}"]), tag)]
     return out
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.checks.no_orphans import leftover_kernel_objects
+from chaos.safety import kernel_leftovers
 from chaos.context import HarnessLog, RunContext
 from chaos.faults.network_degrade import NetworkDegrade, NetworkDegradeConfig
 from chaos.faults.partition import Partition, PartitionConfig
@@ -48,7 +48,7 @@ def netns_run(tmp_path: Path):
         server.wait()
         failures = run.ledger.revert(run.shell)
         assert not failures
-        assert leftover_kernel_objects(run_names(run).rid, Shell()) == []
+        assert kernel_leftovers(run_names(run).rid) == []
 
 
 def reaches(target: Netns, src: int, dst: int) -> bool:
