@@ -152,6 +152,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
     segments = split_segments(history)
     if not segments:
         raise LineageError("the run recorded no training steps and no checkpoint loads")
+    begins = history.of("ckpt_begin")
     notes: list[str] = []
     if head_attempt is None:
         head_attempt = history.final_attempt()
@@ -175,7 +176,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
                                  f"{current.resumed_from + 1} implies it resumed from step {current.resumed_from}")
         if current.resumed_from == 0:
             return lineage
-        commit, parent = _find_commit(segments, current, lineage)
+        commit, parent = _find_commit(segments, current, lineage, begins)
         upto = current.resumed_from
         if parent.resumed_from >= upto:
             raise LineageError(f"attempt {current.name} resumed from step {upto}, committed by attempt "
@@ -183,12 +184,20 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
         current = parent
 
 
-def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage) -> tuple[Record, Segment]:
+def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
+                 begins: list[Record]) -> tuple[Record, Segment]:
     """The latest commit of ``child.resumed_from`` before ``child`` loaded it, preferring the same path."""
     step = child.resumed_from
     candidates = [(r, s) for s in segments for r in s.commits
                   if _step_of(r) == step and r.get("t", 0.0) < child.load_t]
     if not candidates:
+        unannounced = _unannounced_commit(segments, child, begins)
+        if unannounced is not None:
+            begin, parent = unannounced
+            lineage.notes.append(
+                f"step {step} loaded by attempt {child.name} was never announced with ckpt_commit: attempt "
+                f"{parent.name} began saving it and died between the commit and the event; taken as its commit")
+            return begin, parent
         later = [s.name for s in segments for r in s.commits if _step_of(r) == step]
         why = (f"; attempt {later[0]} committed it only afterwards" if later else "")
         raise LineageError(f"attempt {child.name} resumed from step {step} which no attempt committed{why}")
@@ -210,3 +219,23 @@ def _same_path(committed: Any, loaded: Any) -> bool:
     if committed is None or loaded is None:
         return True
     return os.path.normpath(str(committed)) == os.path.normpath(str(loaded))
+
+
+def _unannounced_commit(segments: list[Segment], child: Segment,
+                        begins: list[Record]) -> tuple[Record, Segment] | None:
+    """A save of the loaded step that began (``ckpt_begin``) in a segment that had reached that step.
+
+    A kill that lands after a checkpoint became durable but before its ``ckpt_commit`` line was
+    written leaves a valid checkpoint nobody announced; the resume that loads it is correct, and
+    the segment that was saving it is its author. Whether the checkpoint itself is whole is
+    checkpoint_integrity's judgement, not this one's.
+    """
+    step = child.resumed_from
+    for begin in sorted(begins, key=lambda r: -r.get("t", 0.0)):
+        if _step_of(begin) != step or begin.get("t", 0.0) >= child.load_t:
+            continue
+        for seg in segments:
+            if (seg.attempt == str(begin.get("attempt")) and seg is not child
+                    and seg.resumed_from < step <= seg.max_step and seg.load_t <= begin.get("t", 0.0)):
+                return begin, seg
+    return None
