@@ -114,6 +114,11 @@ class History:
         seen = {str(r["attempt"]) for r in self.records if r.get("ev") == "start" and "attempt" in r}
         return sorted(seen, key=attempt_key)
 
+    def all_attempts(self) -> list[str]:
+        """Attempts seen from inside (a rank sent ``start``) or outside (the harness saw a worker spawn)."""
+        seen = set(self.attempts()) | {str(r["attempt"]) for r in self.of("worker_spawn") if "attempt" in r}
+        return sorted(seen, key=attempt_key)
+
     def by_attempt(self, ev: str) -> dict[str, list[Record]]:
         out: dict[str, list[Record]] = defaultdict(list)
         for r in self.of(ev):

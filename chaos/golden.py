@@ -29,7 +29,8 @@ def summarize_finals(history: Any) -> dict[str, Any]:
     steps = history.of("step", attempt=attempt)
     last_step = max((int(r["step"]) for r in steps), default=0)
     losses = [float(r["loss"]) for r in steps if r.get("step") == last_step and "loss" in r]
-    world = max((int(r.get("world_size", 1)) for r in finals), default=0)
+    # The world size the job ended with: the final attempt's, not the largest any attempt had.
+    world = max((int(r.get("world_size", 1)) for r in finals if str(r.get("attempt")) == attempt), default=0)
     return {"ranks": per_rank, "world_size": world, "final_step": last_step,
             "final_loss": sum(losses) / len(losses) if losses else None}
 

@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from chaos.report import headline
+
 if TYPE_CHECKING:
     from chaos.runner import RunReport
 
@@ -22,9 +24,10 @@ def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:
         "started": wall0,
         "wall_s": round(o.wall_s, 3),
         "exit_code": report.exit_code,
+        "verdict": headline(report)[0].split(" ", 1)[0],
         "workload_exit_code": o.exit_code,
         "timed_out": o.timed_out,
-        "attempts": h.attempts(),
+        "attempts": h.all_attempts(),
         "max_step": h.max_step(),
         "diagnostics": o.diagnostics,
         "commands": [r["cmdline"] for r in h.of("cmd")],
@@ -46,19 +49,20 @@ def write_junit(report: "RunReport") -> None:
     suite = ET.Element("testsuite", {
         "name": f"chaos.{o.experiment.name}",
         "tests": str(len(checks)),
-        "failures": str(sum(c.verdict == "fail" for c in checks)),
+        # An inconclusive check fails the gate like a failed one; its message says what evidence was missing.
+        "failures": str(sum(c.verdict in ("fail", "inconclusive") for c in checks)),
         "errors": str(sum(c.verdict == "error" for c in checks)),
-        "skipped": str(sum(c.verdict == "skip" for c in checks)),
+        "skipped": "0",
         "time": f"{o.wall_s:.3f}",
     })
     for c in checks:
         case = ET.SubElement(suite, "testcase", {"classname": f"chaos.{o.experiment.name}", "name": c.kind})
-        if c.verdict == "fail":
-            ET.SubElement(case, "failure", {"message": c.reason}).text = json.dumps(c.figures, default=str)
+        if c.verdict in ("fail", "inconclusive"):
+            message = c.reason if c.verdict == "fail" else f"INCONCLUSIVE: {c.reason}"
+            ET.SubElement(case, "failure", {"message": message, "type": c.verdict}).text = json.dumps(
+                c.figures, default=str)
         elif c.verdict == "error":
             ET.SubElement(case, "error", {"message": c.reason})
-        elif c.verdict == "skip":
-            ET.SubElement(case, "skipped", {"message": c.reason})
         else:
             ET.SubElement(case, "system-out").text = c.reason
     root = ET.Element("testsuites")

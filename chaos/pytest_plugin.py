@@ -68,9 +68,6 @@ class ExperimentItem(pytest.Item):
 
 
 def _summary(report: Any) -> str:
-    lines = [f"experiment {report.outcome.experiment.name} failed (exit {report.exit_code}); "
-             f"run directory {report.run_dir}"]
-    lines += [f"  ! {d}" for d in report.outcome.diagnostics]
-    for c in report.checks:
-        lines.append(f"  {c.verdict.upper():5} {c.kind}: {c.reason}")
-    return "\n".join(lines)
+    from chaos.report import summary_text
+
+    return f"experiment failed (exit {report.exit_code}):\n{summary_text(report)}"

@@ -1,68 +1,137 @@
-"""Recovery figures per injected fault: detect_s, restart_s, resume_s, regain_s and lost_steps (DESIGN.md)."""
+"""Recovery figures per injected fault: detect_s, restart_s, resume_s, regain_s and lost_steps (DESIGN.md).
+
+Each figure is computed from what the history shows, and says where it came from: a workload that
+speaks the event protocol is seen from inside (``start``, ``step``, ``ckpt_load``); one that does
+not is seen from outside (worker spawns and exits the harness watched, steps matched by
+``step_regex`` on its output). A figure that did not happen is None, never a guess.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chaos.events import History
+from chaos.events import History, Record
 
 if TYPE_CHECKING:
-    from chaos.checks.base import FaultRecord
+    from chaos.outcome import FaultRecord
 
 # Workload events that show the job reacted to a fault on its own (as opposed to dying of it).
 REACTION_EVENTS = ("health", "ckpt_error", "ckpt_reject")
+FIGURES = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps")
 
 
-def _attempt_at(history: History, t0: float) -> str | None:
+def _attempt_at(history: History, t0: float) -> tuple[str | None, str]:
+    """The attempt running at ``t0`` and how the harness knows: a rank's ``start``, or a worker it saw spawn."""
     starts = [r for r in history.of("start") if r.get("t", 0) <= t0]
-    return str(starts[-1].get("attempt")) if starts else None
+    if starts:
+        return str(starts[-1].get("attempt")), "start"
+    spawns = [r for r in history.of("worker_spawn") if r.get("t", 0) <= t0]
+    if spawns:
+        return str(spawns[-1].get("attempt")), "worker_spawn"
+    return None, ""
+
+
+def _normal_end(history: History, attempt: str) -> float | None:
+    """When ``attempt`` began ending normally: its first ``final``, or (no protocol) the job's clean exit."""
+    finals = [r["t"] for r in history.of("final", attempt=attempt)]
+    if finals:
+        return min(finals)
+    exits = history.of("exit")
+    if exits and exits[-1].get("code") == 0 and attempt == (history.all_attempts() or [None])[-1]:
+        ends = [r["t"] for r in history.of("worker_exit", attempt=attempt)]
+        return min(ends) if ends else exits[-1]["t"]
+    return None
+
+
+def _reaction(history: History, fault: "FaultRecord", before: str, until: float | None) -> Record | None:
+    """The first sign that the job noticed the fault, caused by it and before it was released.
+
+    A worker exit that is the attempt's normal end (after its ``final``, or the clean exit of the
+    last attempt) is not a reaction: a job that simply carries on once a hang ends, and finishes,
+    was never detected. Nor is the exit of the process the fault itself killed.
+    """
+    t0 = fault.t_inject or 0.0
+    victims = {int(p) for p in fault.details.get("pids", [])}
+    normal_end = _normal_end(history, before)
+    for r in history.records:
+        t = r.get("t", 0.0)
+        if t <= t0:
+            continue
+        if until is not None and t > until:
+            return None
+        ev = r.get("ev")
+        if ev in REACTION_EVENTS:
+            return r
+        if ev in ("worker_spawn", "start") and str(r.get("attempt")) != before:
+            return r
+        if ev == "worker_exit" and r.get("worker_pid") not in victims \
+                and (normal_end is None or t < normal_end):
+            return r
+    return None
 
 
 def compute_recovery(history: History, fault: "FaultRecord") -> dict[str, Any]:
     """Figures for one fault injected at ``fault.t_inject``; a figure is None when it never happened."""
-    t0 = fault.t_inject
-    before = _attempt_at(history, t0)
+    t0 = fault.t_inject or 0.0
+    before, seen_by = _attempt_at(history, t0)
+    figures: dict[str, Any] = {k: None for k in FIGURES}
+    figures.update(attempt_before=before, attempt_after=None, resumed_from_step=None, evidence={})
+    if before is None:
+        figures["unjudgeable"] = ("the fault fired before any rank of the job had started, so there was no "
+                                  "running job to recover; trigger it later (at_step, on_event: start)")
+        return figures
     pre_max = history.max_step(until=t0)
-    victims = {int(p) for p in fault.details.get("pids", [])}
+    figures["pre_fault_max_step"] = pre_max
+    evidence: dict[str, str] = figures["evidence"]
+    if seen_by == "worker_spawn":
+        evidence["attempt_before"] = "worker spawn seen by the harness (the workload sent no start)"
+
+    # A fault released on a timer (a hang for duration_s) must be acted on before it is released.
+    reaction = _reaction(history, fault, before, fault.t_release)
+    if reaction is not None:
+        figures["detect_s"] = _delta(reaction["t"], t0)
+        evidence["detect_s"] = _describe(reaction)
+
     later = [r for r in history.records if r.get("t", 0) > t0]
-
-    detect_t = None
-    for r in later:
-        ev = r.get("ev")
-        if (ev == "worker_exit" and r.get("worker_pid") not in victims) \
-                or ev in REACTION_EVENTS \
-                or (ev in ("worker_spawn", "start") and str(r.get("attempt")) != before):
-            detect_t = r["t"]
-            break
-
     restart = next((r for r in later if r.get("ev") == "start" and str(r.get("attempt")) != before), None)
-    figures: dict[str, Any] = {
-        "attempt_before": before,
-        "pre_fault_max_step": pre_max,
-        "detect_s": _delta(detect_t, t0),
-        "restart_s": None, "resume_s": None, "regain_s": None, "lost_steps": None,
-        "attempt_after": None, "resumed_from_step": None,
-    }
+    if restart is None:
+        restart = next((r for r in later if r.get("ev") == "worker_spawn" and str(r.get("attempt")) != before), None)
     if restart is None:
         return figures
     after = str(restart.get("attempt"))
     figures["attempt_after"] = after
     figures["restart_s"] = _delta(restart["t"], t0)
+    evidence["restart_s"] = _describe(restart)
     steps = [r for r in later if r.get("ev") == "step" and str(r.get("attempt")) == after]
     if steps:
         figures["resume_s"] = _delta(steps[0]["t"], t0)
+        evidence["resume_s"] = _describe(steps[0])
     regain = next((r for r in later if r.get("ev") == "step" and str(r.get("attempt")) != before
                    and int(r.get("step", 0)) >= pre_max), None)
     if regain is not None:
         figures["regain_s"] = _delta(regain["t"], t0)
+        evidence["regain_s"] = _describe(regain)
     loads = [int(r.get("step") or 0) for r in later if r.get("ev") == "ckpt_load" and str(r.get("attempt")) == after]
     if loads:
         figures["resumed_from_step"] = min(loads)
-        figures["lost_steps"] = max(0, pre_max - min(loads))
+        evidence["lost_steps"] = "ckpt_load of the next attempt"
+    elif steps:
+        # No ckpt_load: the step before the first one the next attempt ran is where it resumed.
+        figures["resumed_from_step"] = max(0, min(int(r["step"]) for r in steps) - 1)
+        evidence["lost_steps"] = f"inferred from the first step of attempt {after} (no ckpt_load)"
+    if figures["resumed_from_step"] is not None:
+        figures["lost_steps"] = max(0, pre_max - figures["resumed_from_step"])
     return figures
+
+
+def _describe(record: Record) -> str:
+    ev = record.get("ev")
+    if ev == "step" and record.get("source") == "output":
+        return f"step {record.get('step')} matched by step_regex on the output (seen from outside)"
+    if ev in ("worker_spawn", "worker_exit"):
+        return f"{ev} of rank {record.get('rank')} pid {record.get('worker_pid')} (seen from outside)"
+    return f"{ev} of rank {record.get('rank')}, attempt {record.get('attempt')}"
 
 
 def _delta(t: float | None, t0: float) -> float | None:
     return None if t is None else round(max(0.0, t - t0), 3)
-
-

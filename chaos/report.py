@@ -5,41 +5,70 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
     from chaos.runner import RunReport
 
-_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta", "skip": "yellow"}
+_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta", "inconclusive": "bold yellow"}
+VERDICT_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "inconclusive": "INCONCLUSIVE"}
 
 
 def _fmt(value: object) -> str:
     return "-" if value is None else (f"{value:.2f}" if isinstance(value, float) else str(value))
 
 
+def headline(report: "RunReport") -> tuple[str, str]:
+    """The run's one-line verdict and its style: the same words in the terminal, report.md and pytest."""
+    o = report.outcome
+    verdict = {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(report.exit_code, "ERROR")
+    if verdict == "FAIL" and not any(c.verdict == "fail" for c in report.checks):
+        verdict = "INCONCLUSIVE"  # nothing failed, but something could not be proven: still exit 1
+    style = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow"}.get(verdict, "bold magenta")
+    attempts = o.history.all_attempts()
+    text = (f"{verdict} {o.experiment.name}  {o.wall_s:.1f}s, workload exit {_fmt(o.exit_code)}"
+            f"{' (timed out)' if o.timed_out else ''}, {len(attempts)} attempt(s), max step {o.history.max_step()}")
+    return text, style
+
+
+def check_lines(report: "RunReport") -> list[tuple[str, str]]:
+    """One (text, style) line per verdict, diagnostics first."""
+    lines = [(f"! {d}", "bold yellow") for d in report.outcome.diagnostics]
+    for c in report.checks:
+        lines.append((f"{VERDICT_LABEL.get(c.verdict, c.verdict.upper()):5} {c.kind}: {c.reason}",
+                      _STYLE.get(c.verdict, "")))
+    return lines
+
+
+def summary_text(report: "RunReport") -> str:
+    """The plain-text rendering (pytest's failure report, logs)."""
+    return "\n".join([headline(report)[0]] + [f"  {text}" for text, _ in check_lines(report)]
+                     + [f"  {report.run_dir}/journal.json"])
+
+
 def print_report(report: "RunReport", console: Console | None = None) -> None:
     console = console or Console(stderr=False, highlight=False)
     o = report.outcome
-    verdict = {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(report.exit_code, "ERROR")
-    style = {"PASS": "bold green", "FAIL": "bold red"}.get(verdict, "bold magenta")
-    attempts = o.history.attempts()
-    console.print(
-        f"[{style}]{verdict}[/] {o.experiment.name}  "
-        f"{o.wall_s:.1f}s, workload exit {_fmt(o.exit_code)}{' (timed out)' if o.timed_out else ''}, "
-        f"{len(attempts)} attempt(s), max step {o.history.max_step()}")
-    for line in o.diagnostics:
-        console.print(f"  [bold yellow]![/] {line}")
+    text, style = headline(report)
+    word, rest = text.split(" ", 1)
+    console.print(f"[{style}]{word}[/] {escape(rest)}")
     if o.faults:
         table = Table(box=None, pad_edge=False, show_edge=False)
         for col in ("fault", "target", "detect_s", "restart_s", "resume_s", "regain_s", "lost_steps"):
             table.add_column(col, justify="left" if col in ("fault", "target") else "right")
         for f in o.faults:
             r = f.recovery
-            target = f.error or ", ".join(f"{k}={v}" for k, v in f.details.items()
-                                         if k in ("ranks", "signal", "path", "mode", "node", "nodes", "code"))
-            table.add_row(f.label, target[:60], *(_fmt(r.get(k)) for k in
-                                                   ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps")))
+            if f.injected:
+                target = ", ".join(f"{k}={v}" for k, v in f.details.items()
+                                   if k in ("ranks", "signal", "path", "mode", "node", "nodes", "code"))
+            else:
+                target = f.error or f.status.replace("_", " ")
+            table.add_row(f.label, escape(target[:60]), *(_fmt(r.get(k)) for k in
+                                                           ("detect_s", "restart_s", "resume_s", "regain_s",
+                                                            "lost_steps")))
         console.print(table)
-    for c in report.checks:
-        console.print(f"  [{_STYLE.get(c.verdict, '')}]{c.verdict.upper():5}[/] {c.kind}: {c.reason}")
+    for line, line_style in check_lines(report):
+        word, rest = line.split(" ", 1)
+        console.print(f"  [{line_style}]{word}[/] {escape(rest)}")
     console.print(f"  [dim]{report.run_dir}/journal.json[/]")

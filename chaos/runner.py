@@ -14,14 +14,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from chaos.checks.base import CheckResult, FaultRecord, RunOutcome
 from chaos.context import HarnessLog, RunContext
 from chaos.errors import ChaosError, UsageError
-from chaos.events import EventTail, History
+from chaos.events import EventTail, History, attempt_key
 from chaos.experiment import Experiment, FaultSpec
 from chaos.faults.base import Fault
 from chaos.health.relaunch import next_launch, relaunch
 from chaos.ledger import Ledger
+from chaos.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
 from chaos.registry import TARGETS
@@ -196,35 +196,41 @@ class Runner:
             for s, handler in old.items():
                 signal.signal(s, handler)
         wall_s = self.clock() - start
+        records += self._unfired(armed)
         run.log("exit", code=exit_code, timed_out=timed_out, wall_s=round(wall_s, 3))
         history = History.from_run_dir(run.run_dir)
         for rec in records:
-            rec.recovery = compute_recovery(history, rec)
+            if rec.injected:
+                rec.recovery = compute_recovery(history, rec)
         tail_output = _tail(run.run_dir / "output.log")
         outcome = RunOutcome(
             experiment=self.exp, run_dir=run.run_dir, ckpt_dir=run.ckpt_dir, history=history,
             exit_code=exit_code, timed_out=timed_out, wall_s=wall_s, faults=records,
             diagnostics=diagnostics, golden=self.golden, output_tail=tail_output)
-        results = [self._evaluate(spec, outcome) for spec in self.exp.checks]
+        results = judge_faults(records, history.max_step()) if harness_error is None else []
+        results += [self._evaluate(spec, outcome) for spec in self.exp.checks]
         if revert_failures:
             results.append(CheckResult("revert", "error", f"{len(revert_failures)} revert(s) failed: "
                                        + "; ".join(revert_failures)))
-        if interrupted_by is not None:
-            code = 128 + interrupted_by  # the shell convention: 130 for Ctrl-C, 143 for SIGTERM
-        elif harness_error:
-            code = 3
-        elif any(r.verdict == "error" for r in results):
-            code = 3
-        elif any(r.verdict == "fail" for r in results):
-            code = 1
-        else:
-            code = 0
+        code = exit_code_for(results, harness_error=harness_error is not None, interrupted_by=interrupted_by)
         report = RunReport(outcome, results, run.run_dir, code, revert_failures)
         from chaos.journal import write_journal, write_junit
 
         write_journal(report, wall0)
         write_junit(report)
         return report
+
+    def _unfired(self, armed: list[_Armed]) -> list[FaultRecord]:
+        """Faults whose trigger never fired, or whose delayed injection was still due when the run ended."""
+        out = []
+        for a in armed:
+            base = dict(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=None,
+                        details={"trigger": a.spec.trigger.describe()}, optional=a.fault.config.optional)
+            if a.due:
+                out += [FaultRecord(**base, status="pending") for _ in a.due]
+            elif a.fires == 0:
+                out.append(FaultRecord(**base, status="never_fired"))
+        return out
 
     def _evaluate(self, spec: Any, outcome: RunOutcome) -> CheckResult:
         try:
@@ -267,15 +273,15 @@ class Runner:
         while True:
             now = self.clock() - start
             new = tail.poll()
+            self._watch_workers(run, known, spawned, world)
             if out_tail is not None:
-                new += self._regex_steps(run, out_tail, step_re)
+                new += self._regex_steps(run, out_tail, step_re, spawned)
             for rec in new:
                 if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
                     max_step = max(max_step, rec["step"])
                 if rec.get("ev") == "start":
                     joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
             run.history.add(new)
-            self._watch_workers(run, known, spawned, world)
             # Only a workload seen to speak the protocol (some attempt sent `start`) can be judged
             # stuck by its silence; a script without the protocol is only bounded by timeout_s.
             for attempt, t_spawn in spawned.items() if joined else ():
@@ -311,7 +317,11 @@ class Runner:
                 return None, True
             self.sleep(POLL_S)
 
-    def _regex_steps(self, run: RunContext, out_tail: "_LineTail", step_re: re.Pattern) -> list[dict]:
+    def _regex_steps(self, run: RunContext, out_tail: "_LineTail", step_re: re.Pattern,
+                     spawned: dict[str, float]) -> list[dict]:
+        # Seen from outside: a step line belongs to the newest attempt the harness saw spawn (the
+        # output of a killed attempt is flushed before its successor has imported torch).
+        attempt = max(spawned, key=attempt_key) if spawned else f"{run.launch_no}.0"
         recs = []
         for line in out_tail.poll():
             m = step_re.search(line)
@@ -320,7 +330,7 @@ class Runner:
                     step = int(m.group("step") if "step" in step_re.groupindex else m.group(1))
                 except (IndexError, ValueError):
                     continue
-                recs.append(run.log("step", step=step, source="output", attempt=f"{run.launch_no}.?"))
+                recs.append(run.log("step", step=step, source="output", attempt=attempt))
         return recs
 
     def _watch_workers(self, run: RunContext, known: dict, spawned: dict, world: dict) -> None:
@@ -353,11 +363,14 @@ class Runner:
             for rec, until in list(a.active):
                 if until is not None and state.now >= until:
                     self._revert(run, a, rec)
+                    rec.t_release = rec.t_revert
                     a.active.remove((rec, until))
 
     def _inject(self, run: RunContext, a: _Armed) -> FaultRecord:
-        rec = FaultRecord(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=time.time())
+        rec = FaultRecord(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=time.time(),
+                          optional=a.fault.config.optional)
         rec.details["max_step_before"] = run.history.max_step()
+        rec.details["trigger"] = a.spec.trigger.describe()
         try:
             details = a.fault.inject(run) or {}
             rec.details.update(details)
@@ -366,6 +379,7 @@ class Runner:
             self.echo(f"injected {a.fault.label}: {details}")
         except ChaosError as exc:
             rec.error = str(exc)
+            rec.status = "failed"
             run.log("fault_error", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index, error=str(exc))
             self.echo(f"could not inject {a.fault.label}: {exc}")
         duration = a.fault.config.duration_s

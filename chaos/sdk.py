@@ -132,8 +132,10 @@ def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra:
     emit("step", step=step, epoch=epoch, samples=samples, loss=float(loss), **extra)
 
 
-def ckpt_begin(step: int, path: str) -> None:
-    emit("ckpt_begin", step=step, path=str(path))
+def ckpt_begin(step: int, path: str, reason: str | None = None) -> None:
+    """A save started; ``reason`` says why when it is not the periodic one (e.g. "health": a degrading GPU asked)."""
+    extra = {"reason": reason} if reason else {}
+    emit("ckpt_begin", step=step, path=str(path), **extra)
 
 
 def ckpt_commit(step: int, path: str, *, bytes: int, seconds: float) -> None:

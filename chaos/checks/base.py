@@ -2,61 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from chaos.events import History
+from chaos.outcome import CheckResult, FaultRecord, RunOutcome, Verdict
 from chaos.registry import CHECKS
 
-if TYPE_CHECKING:
-    from chaos.experiment import Experiment
-
-Verdict = Literal["pass", "fail", "error", "skip"]
-
-
-@dataclass
-class FaultRecord:
-    """One injection as it happened: when, on what, and when it was reverted."""
-
-    index: int
-    kind: str
-    label: str
-    t_inject: float
-    details: dict[str, Any] = field(default_factory=dict)
-    t_revert: float | None = None
-    error: str | None = None
-    revert_errors: list[str] = field(default_factory=list)
-    recovery: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class RunOutcome:
-    """Everything the checks may judge: the merged history and what the harness itself saw."""
-
-    experiment: "Experiment"
-    run_dir: Path
-    ckpt_dir: Path
-    history: History
-    exit_code: int | None
-    timed_out: bool
-    wall_s: float
-    faults: list[FaultRecord] = field(default_factory=list)
-    diagnostics: list[str] = field(default_factory=list)
-    """Named failures the harness saw (e.g. an attempt whose ranks never joined the process group)."""
-    golden: Callable[[], dict[str, Any]] | None = None
-    """Returns the fault-free reference run's summary (final digests per rank); runs it on first use."""
-    output_tail: str = ""
-
-
-@dataclass
-class CheckResult:
-    kind: str
-    verdict: Verdict
-    reason: str
-    figures: dict[str, Any] = field(default_factory=dict)
+__all__ = ["Check", "CheckConfig", "CheckResult", "FaultRecord", "RunOutcome", "Verdict"]
 
 
 class CheckConfig(BaseModel):
@@ -87,5 +40,6 @@ class Check:
     def failed(self, reason: str, **figures: Any) -> CheckResult:
         return CheckResult(self.kind, "fail", reason, figures)
 
-    def skipped(self, reason: str, **figures: Any) -> CheckResult:
-        return CheckResult(self.kind, "skip", reason, figures)
+    def inconclusive(self, reason: str, **figures: Any) -> CheckResult:
+        """The evidence this check needs is missing: say which, and how to provide it. Exits 1, never a pass."""
+        return CheckResult(self.kind, "inconclusive", reason, figures)

@@ -32,7 +32,7 @@ class CheckpointIntegrityConfig(CheckConfig):
     load: bool | None = None
     """Also load every checkpoint into memory; default only where no manifest checksums prove the bytes."""
     require_checkpoint: bool = True
-    """Fail when the run committed no checkpoint at all (set false for runs too short to save one)."""
+    """Fail when the run committed no checkpoint at all; false: say INCONCLUSIVE instead (nothing to judge is never a pass)."""
 
 
 @dataclass
@@ -81,7 +81,9 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
             if self.config.require_checkpoint:
                 return self.failed(f"no checkpoint was committed in {root} (no ckpt_commit, nothing on disk)",
                                    **figures)
-            return self.skipped("no checkpoint was written: nothing to judge", **figures)
+            return self.inconclusive(f"no checkpoint was written in {root}: nothing to judge; point the workload's "
+                                     f"checkpoints at CHAOS_CKPT_DIR (or workload.ckpt_dir at its own folder), "
+                                     f"or drop this check for runs too short to save", **figures)
         valid = sum(r.ok for r in reports.values())
         reason = f"{valid} checkpoint(s) on disk verify"
         if corruptions:

@@ -5,12 +5,13 @@ from __future__ import annotations
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.events import attempt_key
 
 
 class CompletesConfig(CheckConfig):
     max_restarts: int | None = Field(default=None, ge=0)
     """At most this many restarts (attempts after the first); unset: any number torchrun allowed."""
+    min_restarts: int = Field(default=0, ge=0)
+    """At least this many restarts: an experiment whose point is a restart proves nothing when none happened."""
     min_step: int | None = Field(default=None, ge=1)
     """The step training must reach; default the workload's 'steps' argument when it has one."""
 
@@ -25,11 +26,13 @@ class Completes(Check, kind="completes"):
         h = outcome.history
         # An attempt counts once any of its workers was spawned, even if none of them ever sent
         # `start` (died in rendezvous/init): those restarts were spent all the same.
-        attempts = sorted(set(h.attempts()) | {str(r["attempt"]) for r in h.of("worker_spawn")},
-                          key=attempt_key)
+        attempts = h.all_attempts()
         restarts = max(0, len(attempts) - 1)
         target = c.min_step or _int(outcome.experiment.workload.args.get("steps"))
-        max_step = h.max_step()
+        # The step the job ended at is the final attempt's, not the highest any attempt reached: a
+        # job that rolled back from step 60 to 40 and stopped there did not complete.
+        final = h.final_attempt() or (attempts[-1] if attempts else None)
+        max_step = h.max_step(attempt=final) if final is not None else 0
         figures = {"exit_code": outcome.exit_code, "restarts": restarts, "max_step": max_step,
                    "target_step": target, "wall_s": round(outcome.wall_s, 2), "attempts": attempts}
         if outcome.diagnostics:
@@ -43,8 +46,14 @@ class Completes(Check, kind="completes"):
                                f"{restarts} restart(s); last output: {tail[0][:160]}", **figures)
         if target and max_step < target:
             return self.failed(f"exited 0 but reached step {max_step}, not {target}", **figures)
+        if restarts < c.min_restarts:
+            return self.failed(f"{restarts} restart(s), fewer than the {c.min_restarts} this experiment exists to "
+                               f"exercise: the fault did not cause the recovery it was meant to test", **figures)
         if c.max_restarts is not None and restarts > c.max_restarts:
             return self.failed(f"needed {restarts} restarts, more than the allowed {c.max_restarts}", **figures)
+        if not target:
+            return self.inconclusive(f"exited 0 at step {max_step}, but the target step is unknown: set "
+                                     f"completes.min_step or give the workload a 'steps' argument", **figures)
         return self.passed(f"exit 0 at step {max_step} after {restarts} restart(s) in {outcome.wall_s:.1f} s",
                            **figures)
 

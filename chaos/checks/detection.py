@@ -24,20 +24,21 @@ class Detection(Check, kind="detection"):
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         c = self.config
-        judged = [f for f in outcome.faults if f.kind in c.faults]
+        judged = [f for f in outcome.injected_faults if f.kind in c.faults]
         if not judged:
-            return self.failed(f"no fault of kind {', '.join(c.faults)} was injected, so detection was never "
+            return self.inconclusive(f"no fault of kind {', '.join(c.faults)} was injected, so detection was never "
                                f"exercised; trigger the fault earlier or raise timeout_s")
         figures = {f.label: f.recovery.get("detect_s") for f in judged}
         problems = []
         for f in judged:
-            if f.error:
-                problems.append(f"{f.label} was not injected: {f.error}")
-                continue
+            if f.recovery.get("unjudgeable"):
+                return self.inconclusive(f"{f.label}: {f.recovery['unjudgeable']}", detect_s=figures, max_s=c.max_s)
             detect = f.recovery.get("detect_s")
             if detect is None:
+                released = " before it was released" if f.t_release else " before the run ended"
                 problems.append(f"{f.label} was never acted on (no worker exit, health event or new attempt "
-                                f"before the run ended); is the workload's collective timeout set?")
+                                f"caused by it{released}); is the workload's collective timeout set? "
+                                f"gloo's default is {GLOO_DEFAULT_TIMEOUT_S:.0f} s")
             elif detect > c.max_s:
                 problems.append(f"{f.label} detected after {detect:.1f} s > {c.max_s:g} s")
         if problems:

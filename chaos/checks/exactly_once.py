@@ -30,12 +30,13 @@ class ExactlyOnce(Check, kind="exactly_once"):
         h = outcome.history
         size = h.dataset_size()
         if size is None:
-            return self.skipped("the workload's start events carry no dataset_size, so there is no index set "
+            return self.inconclusive("the workload's start events carry no dataset_size, so there is no index set "
                                 "to account for (emit it with chaos.sdk start(dataset_size=...))")
         if not h.of("step"):
             return self.failed("the run recorded no training step")
         if any("samples" not in r for r in h.of("step") if r.get("source") != "output"):
-            return self.skipped("step events carry no 'samples' list, so consumption cannot be traced")
+            return self.inconclusive("step events carry no 'samples' list, so consumption cannot be traced; emit "
+                                     "step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
         try:
             lineage = rebuild_lineage(h)
         except LineageError as exc:

@@ -19,6 +19,13 @@ class HealthActionConfig(CheckConfig):
     """The workload monitor's policy: 63/92 reports on one device before it is called degrading (checkpoint now)."""
 
 
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
 def _launch_of(attempt: Any) -> int | None:
     try:
         return int(str(attempt).split(".")[0])
@@ -32,9 +39,9 @@ class HealthAction(Check, kind="health_action"):
     Config = HealthActionConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        xids = [f for f in outcome.faults if f.kind == "xid" and f.error is None]
+        xids = [f for f in outcome.injected_faults if f.kind == "xid"]
         if not xids:
-            return self.failed("no xid fault was injected, so no health action can be judged (did the trigger fire?)")
+            return self.inconclusive("no xid fault was injected, so no health action can be judged (did the trigger fire?)")
         figures: dict[str, Any] = {}
         for fault in xids:
             problem, figs = self._judge(fault, outcome)
@@ -118,9 +125,18 @@ class HealthAction(Check, kind="health_action"):
         h, t = outcome.history, event["t"]
         begins = [r for r in h.of("ckpt_begin") if t <= r.get("t", 0) <= t + self.config.within_s]
         commits = {r.get("step") for r in h.of("ckpt_commit") if r.get("t", 0) >= t}
-        done = [b for b in begins if b.get("step") in commits]
+        every = _int(outcome.experiment.workload.args.get("ckpt_every"))
+        # The periodic save would have happened without the alert: only one that says it was for the
+        # alert (reason "health"), or that falls off the periodic schedule, answers it.
+        asked = [b for b in begins if b.get("reason") == "health"
+                 or (b.get("reason") is None and every and int(b.get("step") or 0) % every != 0)]
+        done = [b for b in asked if b.get("step") in commits]
         if not done:
-            return f"no checkpoint was started and committed within {self.config.within_s:g} s of the degrading alert"
+            periodic = [b.get("step") for b in begins if b not in asked]
+            also = (f" (the periodic save(s) of step {periodic} do not count: they were due anyway)"
+                    if periodic else "")
+            return (f"no checkpoint was started for the degrading alert and committed within "
+                    f"{self.config.within_s:g} s{also}")
         figs["checkpoint_step"] = done[0].get("step")
         figs["checkpoint_after_s"] = round(done[0]["t"] - t, 3)
         return None

@@ -34,6 +34,9 @@ class MatchesGolden(Check, kind="matches_golden"):
                    "final_step": mine["final_step"], "golden_final_step": golden["final_step"],
                    "final_loss": mine["final_loss"], "golden_final_loss": golden["final_loss"],
                    "golden_run": golden.get("run_dir")}
+        if mine["final_step"] != golden["final_step"]:
+            return self.failed(f"the run ended at step {mine['final_step']}, the fault-free run at step "
+                               f"{golden['final_step']}: the same training did not happen", **figures)
         if mine["world_size"] == golden["world_size"]:
             return self._compare_digests(mine, golden, figures)
         return self._compare_loss(mine, golden, figures)
@@ -41,6 +44,13 @@ class MatchesGolden(Check, kind="matches_golden"):
     def _compare_digests(self, mine: dict, golden: dict, figures: dict) -> CheckResult:
         figures["comparison"] = "digest"
         ranks = sorted(set(mine["ranks"]) | set(golden["ranks"]), key=_rank_order)
+        blank = [f"rank {r}" for r in ranks if not (mine["ranks"].get(r) or {}).get("digest")]
+        blank_golden = [f"rank {r}" for r in ranks if not (golden["ranks"].get(r) or {}).get("digest")]
+        if blank or blank_golden:
+            whose = (f"this run's final event of {', '.join(blank)}" if blank
+                     else f"the golden run's final event of {', '.join(blank_golden)}")
+            return self.inconclusive(f"{whose} carries no digest, so the states cannot be compared; emit "
+                                     f"final(step, digest=chaos.sdk.digest_state(model, optimizer))", **figures)
         differ = []
         for rank in ranks:
             got = (mine["ranks"].get(rank) or {}).get("digest")

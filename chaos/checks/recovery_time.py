@@ -28,18 +28,35 @@ class RecoveryTime(Check, kind="recovery_time"):
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         c = self.config
         bound = c.max_s if c.max_s is not None else c.max
-        injected = [f for f in outcome.faults if f.error is None]
+        injected = outcome.injected_faults
         if not injected:
-            return self.failed("no fault was injected, so there is no recovery to time "
-                               "(did the trigger fire? see harness.jsonl)")
+            return self.inconclusive("no fault was injected, so there is no recovery to time "
+                                     "(did the trigger fire? see harness.jsonl)")
         per_fault = {f.label: f.recovery.get(c.metric) for f in injected}
+        evidence = {f.label: f.recovery.get("evidence", {}).get(c.metric) for f in injected}
         worst = None
-        for label, value in per_fault.items():
+        for f in injected:
+            value = per_fault[f.label]
+            if f.recovery.get("unjudgeable"):
+                return self.inconclusive(f"{f.label}: {f.recovery['unjudgeable']}", **{c.metric: per_fault})
             if value is None:
-                return self.failed(f"{label}: {c.metric} never happened (no recovery observed after the fault)",
+                return self.failed(f"{f.label}: {c.metric} never happened ({_missing(c.metric)})",
                                    **{c.metric: per_fault})
             worst = value if worst is None else max(worst, value)
         if bound is not None and worst is not None and worst > bound:
             return self.failed(f"{c.metric} {worst:g} exceeds the bound {bound:g}", **{c.metric: per_fault})
         limit = f" (bound {bound:g})" if bound is not None else ""
-        return self.passed(f"worst {c.metric} {worst:g}{limit} over {len(injected)} fault(s)", **{c.metric: per_fault})
+        outside = [e for e in evidence.values() if e and "seen from outside" in e]
+        how = f"; seen from outside: {outside[0]}" if outside else ""
+        return self.passed(f"worst {c.metric} {worst:g}{limit} over {len(injected)} fault(s){how}",
+                           evidence=evidence, **{c.metric: per_fault})
+
+
+def _missing(metric: str) -> str:
+    return {
+        "detect_s": "no worker exit, health event or new attempt caused by the fault before it was released",
+        "restart_s": "no later attempt started (no start event, no worker spawn)",
+        "resume_s": "the next attempt recorded no step (no step event, nothing matched step_regex)",
+        "regain_s": "the job never got back to the step it had reached before the fault",
+        "lost_steps": "the step the next attempt resumed from is unknown (no ckpt_load and no step)",
+    }[metric]

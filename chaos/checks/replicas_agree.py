@@ -26,6 +26,11 @@ class ReplicasAgree(Check, kind="replicas_agree"):
         absent = sorted({str(i) for i in range(world)} - reported)
         figures = {"attempt": attempt, "world_size": world,
                    "digests": {d[:12]: ranks for d, ranks in by_digest.items()}, "ranks_without_final": absent}
+        blank = sorted(str(r.get("rank")) for r in finals if not r.get("digest"))
+        if blank:
+            return self.inconclusive(f"the final event of rank(s) {', '.join(blank)} carries no digest, so replicas "
+                                     f"cannot be compared; emit final(step, digest=chaos.sdk.digest_state(...))",
+                                     **figures)
         if len(by_digest) > 1:
             groups = "; ".join(f"ranks {', '.join(ranks)}: {d[:12]}" for d, ranks in by_digest.items())
             return self.failed(f"attempt {attempt}'s ranks ended with {len(by_digest)} different digests ({groups})",

@@ -22,7 +22,7 @@ def _fmt(v: object) -> str:
 
 
 def render_markdown(journal: dict) -> str:
-    verdict = {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(journal["exit_code"], "ERROR")
+    verdict = journal.get("verdict") or {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(journal["exit_code"], "ERROR")
     lines = [f"# {journal['experiment']}: {verdict}", "", journal.get("description", ""), "",
              f"- wall time: {journal['wall_s']:.1f} s; workload exit {journal['workload_exit_code']}"
              f"{' (timed out)' if journal['timed_out'] else ''}",

@@ -21,6 +21,8 @@ class FaultConfig(BaseModel):
     """Revert this many seconds after injecting; unset: revert when the run ends."""
     name: str | None = None
     """A label for reports (defaults to the kind and its index)."""
+    optional: bool = False
+    """The run may end without this fault having fired (a poisson draw that never came); otherwise a fault that never fired, or failed to inject, fails the run."""
 
 
 class Fault:
@@ -61,7 +63,7 @@ class Fault:
 
     def plan(self, run: RunContext) -> list[str]:
         """Human-readable actions (with exact commands) ``inject`` would take, for ``--dry-run``."""
-        return [f"{self.kind}: {self.config.model_dump(exclude={'trigger', 'name'}, exclude_none=True)}"]
+        return [f"{self.kind}: {self.config.model_dump(exclude={'trigger', 'name', 'optional'}, exclude_none=True)}"]
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         """Do the fault; return details for the journal (targets hit, pids, paths)."""

@@ -20,7 +20,7 @@ faults:
     rank: 1
     trigger: {{at_step: 6}}
 checks:
-  - completes: {{max_restarts: {max_restarts}}}
+  - completes: {{max_restarts: {max_restarts}, min_step: 20}}
 timeout_s: 60
 """
 

@@ -260,21 +260,23 @@ class CheckpointManager:
 
     # ---- save ---------------------------------------------------------------------------------
 
-    def save(self, step: int, app: Any) -> SaveResult | None:
-        """Save ``app`` at ``step``: blocking, or staged and written in the background when async."""
+    def save(self, step: int, app: Any, reason: str | None = None) -> SaveResult | None:
+        """Save ``app`` at ``step``: blocking, or staged and written in the background when async.
+
+        ``reason`` (e.g. "health") goes into ``ckpt_begin`` for a save off the periodic schedule."""
         self.wait()
         staged = self.fmt.stage(app, step, copy=self.is_async)
         if not self.is_async:
-            return self._save_staged(step, staged, self.comm)
+            return self._save_staged(step, staged, self.comm, reason)
         self._thread = threading.Thread(
-            target=self._run_background, args=(step, staged), name=f"ckpt-save-{step}", daemon=True
+            target=self._run_background, args=(step, staged, reason), name=f"ckpt-save-{step}", daemon=True
         )
         self._thread.start()
         return None
 
-    def _run_background(self, step: int, staged: Any) -> None:
+    def _run_background(self, step: int, staged: Any, reason: str | None = None) -> None:
         try:
-            self._save_staged(step, staged, self.async_comm)  # type: ignore[arg-type]
+            self._save_staged(step, staged, self.async_comm, reason)  # type: ignore[arg-type]
         except BaseException as exc:  # surfaced by wait() on the training thread
             self._thread_error = exc
 
@@ -287,11 +289,11 @@ class CheckpointManager:
             error, self._thread_error = self._thread_error, None
             raise RuntimeError("background checkpoint save crashed") from error
 
-    def _save_staged(self, step: int, staged: Any, comm: Comm) -> SaveResult:
+    def _save_staged(self, step: int, staged: Any, comm: Comm, reason: str | None = None) -> SaveResult:
         final = self.ckpt_dir / step_dir_name(step)
         rank0 = comm.rank == 0
         if rank0:
-            self.events.ckpt_begin(step, str(final))
+            self.events.ckpt_begin(step, str(final), **({"reason": reason} if reason else {}))
         started = time.monotonic()
         retrying = Retrying(
             stop=stop_after_attempt(self.retries),

@@ -133,8 +133,10 @@ class Trainer:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
             # checkpoint_due() is a collective: every rank agrees to save now when a degrading GPU asks.
             health_due = self.health is not None and self.health.checkpoint_due()
-            if (cfg.ckpt_every and self.step % cfg.ckpt_every == 0) or health_due:
-                self.checkpointer.save(self.step, self.app)
+            periodic = bool(cfg.ckpt_every) and self.step % cfg.ckpt_every == 0
+            if periodic or health_due:
+                # Named so a judge can tell the save the health alert asked for from the periodic one.
+                self.checkpointer.save(self.step, self.app, reason="health" if health_due else None)
             if cfg.step_sleep > 0:
                 time.sleep(cfg.step_sleep)
 

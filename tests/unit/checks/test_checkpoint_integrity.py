@@ -189,4 +189,4 @@ def test_failed_save_with_previous_intact_passes(r: Run) -> None:
 
 def test_no_checkpoint_at_all(r: Run) -> None:
     assert r.judge().verdict == "fail"
-    assert r.judge(require_checkpoint=False).verdict == "skip"
+    assert r.judge(require_checkpoint=False).verdict == "inconclusive"

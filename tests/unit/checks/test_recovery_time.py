@@ -72,7 +72,7 @@ def test_a_recovery_that_never_happened_fails(sim, outcome_of):
     assert result.verdict == "fail" and "never happened" in result.reason
 
 
-def test_no_injected_fault_fails(sim, outcome_of):
-    failed = FaultRecord(index=0, kind="kill-rank", label="k", t_inject=0.0, error="no such rank")
+def test_no_injected_fault_is_inconclusive(sim, outcome_of):
+    failed = FaultRecord(index=0, kind="kill-rank", label="k", t_inject=0.0, error="no such rank", status="failed")
     result = RecoveryTime(RecoveryTimeConfig(max_s=30)).evaluate(outcome_of(sim.history(), faults=[failed]))
-    assert result.verdict == "fail" and "no fault was injected" in result.reason
+    assert result.verdict == "inconclusive" and "no fault was injected" in result.reason

@@ -1,0 +1,117 @@
+"""What a run produced and how it is judged: fault records, the outcome, check results, and the one verdict-to-exit-code rule.
+
+This module sits on the ground floor (it imports nothing of the harness but the event history), so
+checks, faults, the runner, the journal and every renderer read the same types without circles.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Literal
+
+from chaos.events import History
+
+if TYPE_CHECKING:
+    from chaos.experiment import Experiment
+
+Verdict = Literal["pass", "fail", "inconclusive", "error"]
+"""pass: proven from evidence. fail: the evidence shows a problem. inconclusive: the evidence needed
+to judge is missing (the reason says which, and how to provide it). error: the harness itself broke."""
+
+FaultStatus = Literal["injected", "failed", "never_fired", "pending"]
+"""injected: the fault acted. failed: inject raised. never_fired: its trigger never fired.
+pending: it fired but its delay_s had not run out when the run ended."""
+
+EXIT_PASS, EXIT_FAIL, EXIT_INVALID, EXIT_HARNESS = 0, 1, 2, 3
+
+
+@dataclass
+class FaultRecord:
+    """One injection as it happened (or did not): when, on what, and when it was reverted."""
+
+    index: int
+    kind: str
+    label: str
+    t_inject: float | None
+    details: dict[str, Any] = field(default_factory=dict)
+    t_revert: float | None = None
+    """When the fault was undone; a revert at the end of the run counts too."""
+    t_release: float | None = None
+    """When a timed fault (duration_s) was released while the workload still ran: reactions after
+    this are the fault going away, not the job detecting it."""
+    error: str | None = None
+    revert_errors: list[str] = field(default_factory=list)
+    recovery: dict[str, Any] = field(default_factory=dict)
+    status: FaultStatus = "injected"
+    optional: bool = False
+    """The experiment allows this fault not to fire (``optional: true``)."""
+
+    @property
+    def injected(self) -> bool:
+        return self.status == "injected" and self.error is None
+
+
+@dataclass
+class RunOutcome:
+    """Everything the checks may judge: the merged history and what the harness itself saw."""
+
+    experiment: "Experiment"
+    run_dir: Path
+    ckpt_dir: Path
+    history: History
+    exit_code: int | None
+    timed_out: bool
+    wall_s: float
+    faults: list[FaultRecord] = field(default_factory=list)
+    diagnostics: list[str] = field(default_factory=list)
+    """Named failures the harness saw (e.g. an attempt whose ranks never joined the process group)."""
+    golden: Callable[[], dict[str, Any]] | None = None
+    """Returns the fault-free reference run's summary (final digests per rank); runs it on first use."""
+    output_tail: str = ""
+
+    @property
+    def injected_faults(self) -> list[FaultRecord]:
+        return [f for f in self.faults if f.injected]
+
+
+@dataclass
+class CheckResult:
+    kind: str
+    verdict: Verdict
+    reason: str
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def judge_faults(faults: list[FaultRecord], final_step: int) -> list[CheckResult]:
+    """A fault that was requested but did not act fails the run, unless the experiment marked it optional.
+
+    An experiment whose fault never happened proved nothing about recovery from it.
+    """
+    out = []
+    for f in faults:
+        if f.injected or f.optional:
+            continue
+        trigger = f.details.get("trigger", "its trigger")
+        if f.status == "failed" or f.error:
+            reason = f"{f.label} failed to inject: {f.error}"
+        elif f.status == "pending":
+            reason = (f"{f.label} never injected: {trigger} fired but its delay_s had not run out when the run "
+                      f"ended at step {final_step}")
+        else:
+            reason = (f"{f.label} never injected: trigger {trigger}, run ended at step {final_step}; trigger it "
+                      f"earlier, lengthen the run, or mark the fault optional: true")
+        out.append(CheckResult("fault_injected", "fail", reason, {"fault": f.label, "status": f.status}))
+    return out
+
+
+def exit_code_for(results: list[CheckResult], *, harness_error: bool = False,
+                  interrupted_by: int | None = None) -> int:
+    """The one rule: 0 only when every verdict is a pass; fail or inconclusive -> 1; a harness error -> 3."""
+    if interrupted_by is not None:
+        return 128 + interrupted_by  # the shell convention: 130 for Ctrl-C, 143 for SIGTERM
+    if harness_error or any(r.verdict == "error" for r in results):
+        return EXIT_HARNESS
+    if any(r.verdict in ("fail", "inconclusive") for r in results):
+        return EXIT_FAIL
+    return EXIT_PASS
