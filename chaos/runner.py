@@ -28,6 +28,7 @@ from chaos.registry import TARGETS
 from chaos.safety import stop_run_processes
 from chaos.shell import Shell
 from chaos.triggers.base import Trigger, TriggerState
+from chaos.witness import CheckpointWitness
 
 POLL_S = 0.05
 
@@ -154,6 +155,7 @@ class Runner:
     def run(self) -> RunReport:
         run = self._context()
         self.run_ctx = run
+        self.witness = CheckpointWitness(run.log)
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         armed: list[_Armed] = []
         records: list[FaultRecord] = []
@@ -193,6 +195,7 @@ class Runner:
         finally:
             self._finishing = True
             revert_failures = self._finish(run, armed, records)
+            self.witness.close()
             for s, handler in old.items():
                 signal.signal(s, handler)
         wall_s = self.clock() - start
@@ -282,6 +285,7 @@ class Runner:
                 if rec.get("ev") == "start":
                     joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
             run.history.add(new)
+            self.witness.observe(new)
             # Only a workload seen to speak the protocol (some attempt sent `start`) can be judged
             # stuck by its silence; a script without the protocol is only bounded by timeout_s.
             for attempt, t_spawn in spawned.items() if joined else ():
@@ -302,7 +306,9 @@ class Runner:
             code = run.target.exit_code()
             if code is not None:
                 # One last read: events flushed just before the agent exited.
-                run.history.add(tail.poll())
+                last = tail.poll()
+                run.history.add(last)
+                self.witness.observe(last)
                 # The health monitor may have excluded a device and stopped the launch for it:
                 # play the scheduler and relaunch without it (chaos/health/relaunch.py).
                 change = next_launch(run, code)
