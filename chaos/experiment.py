@@ -68,7 +68,22 @@ class TriggerSpec:
         return _build_trigger(self.raw)
 
     def describe(self) -> str:
-        return json.dumps(self.raw, separators=(",", ":"))
+        """Readable: ``at_step 500``, ``on_event {"on_event":"ckpt_commit","nth":2}``, ``any(...)``."""
+        text = _describe_trigger(self.raw)
+        if self.delay_s:
+            text += f" + delay_s {self.delay_s:g}"
+        return text
+
+
+def _describe_trigger(raw: Any) -> str:
+    if not isinstance(raw, dict) or len(raw) != 1:
+        return json.dumps(raw, separators=(",", ":"))
+    (kind, params), = raw.items()
+    if kind in COMBINATORS and isinstance(params, list):
+        return f"{kind}({', '.join(_describe_trigger(p) for p in params)})"
+    if isinstance(params, dict) and set(params) == {kind}:
+        params = params[kind]
+    return f"{kind} {json.dumps(params, separators=(',', ':'))}"
 
 
 @dataclass

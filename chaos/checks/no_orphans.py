@@ -18,6 +18,10 @@ class NoOrphans(Check, kind="no_orphans"):
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         # The same inventory `chaos cleanup` and the safety tests use: one definition of "nothing left".
         rid = run_tag(outcome.run_dir)
+        if not outcome.history.of("launch"):
+            # No launch record: the run created nothing, so "nothing left" proves no cleanup.
+            return self.inconclusive(f"run {rid} has no launch record in harness.jsonl, so there was no "
+                                     f"teardown to prove; judge a run the harness launched")
         left = [f"{item.kind}: {item.what}" for item in find_leftovers(outcome.run_dir)]
         if left:
             return self.failed(f"{len(left)} thing(s) of run {rid} left behind: {'; '.join(left)}; "

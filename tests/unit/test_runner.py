@@ -144,3 +144,90 @@ def test_a_script_without_the_protocol_is_followed_through_step_regex(tmp_path: 
     [fault] = report.outcome.faults
     assert fault.details["ranks"] == [1] and fault.details["max_step_before"] >= 8
     assert not list((report.run_dir / "events").iterdir())
+    # Seen from outside, labelled as such: the regex steps belong to the restarted attempt, and every
+    # recovery figure is there (issue 9, group 7: "resume_s never happened", "0 attempt(s)").
+    rec = fault.recovery
+    assert rec["attempt_before"] == "0.0" and rec["attempt_after"] == "0.1", rec
+    assert rec["restart_s"] is not None and rec["resume_s"] is not None and rec["regain_s"] is not None, rec
+    assert "seen from outside" in rec["evidence"]["resume_s"] and "step_regex" in rec["evidence"]["resume_s"]
+    assert "inferred" in rec["evidence"]["lost_steps"]
+    journal = json.loads((report.run_dir / "journal.json").read_text())
+    assert journal["attempts"] == ["0.0", "0.1"]
+
+
+def test_regex_workload_recovery_time_passes_with_figures_seen_from_outside(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 8}
+        checks:
+          - recovery_time: {metric: resume_s, max_s: 30}
+        """, extra_args=", --no-events")
+    exp.workload.step_regex = r"^step (?P<step>\d+)$"
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    [check] = report.checks
+    assert check.verdict == "pass" and "seen from outside" in check.reason, check
+
+
+def test_a_fault_whose_trigger_never_fires_fails_the_run(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 500}
+        checks:
+          - completes: {min_step: 40}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1
+    verdicts = {c.kind: c for c in report.checks}
+    assert verdicts["completes"].verdict == "pass"  # the job itself was fine: the experiment proved nothing
+    assert verdicts["fault_injected"].verdict == "fail"
+    assert verdicts["fault_injected"].reason.startswith(
+        'kill-rank#0 never injected: trigger at_step 500, run ended at step 40')
+    [fault] = report.outcome.faults
+    assert fault.status == "never_fired" and fault.t_inject is None
+    junit = (report.run_dir / "junit.xml").read_text()
+    assert 'failures="1"' in junit and "never injected" in junit
+
+
+def test_an_optional_fault_may_not_fire(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            optional: true
+            trigger: {at_step: 500}
+        checks:
+          - completes: {min_step: 40}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 0, [(c.kind, c.reason) for c in report.checks]
+    assert report.outcome.faults[0].status == "never_fired"
+
+
+def test_a_delayed_injection_still_pending_at_the_end_fails_the_run(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 38, delay_s: 30}
+        checks:
+          - completes: {min_step: 40}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1
+    [fault] = report.outcome.faults
+    assert fault.status == "pending"
+    assert "delay_s had not run out" in {c.kind: c for c in report.checks}["fault_injected"].reason
+
+
+def test_zero_restarts_fails_an_experiment_that_needs_one(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        checks:
+          - completes: {min_restarts: 1, min_step: 40}
+        """)
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1
+    assert "0 restart(s), fewer than the 1" in report.checks[0].reason

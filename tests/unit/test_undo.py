@@ -197,8 +197,9 @@ def test_signal_to_a_dead_process_is_a_no_op() -> None:
     proc = subprocess.Popen(["true"])
     created = psutil.Process(proc.pid).create_time()
     proc.wait()
-    Signal(pid=proc.pid, create_time=created).run(Shell())
-    KillTree(pid=proc.pid, create_time=created).run(Shell())
+    for undo in (Signal(pid=proc.pid, create_time=created), KillTree(pid=proc.pid, create_time=created)):
+        assert undo.run(Shell()) is None  # no exception: a dead process is already what the undo wants
+        assert undo.leftover(Shell()) is None, undo
 
 
 # ------------------------------------------------------------------ commands and records

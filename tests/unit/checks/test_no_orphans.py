@@ -16,7 +16,7 @@ from chaos.events import History
 def test_a_live_process_of_the_run_fails_the_check(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    outcome = make_outcome(History())
+    outcome = make_outcome(History([{"ev": "launch", "t": 1.0, "source": "harness"}]))
     outcome.run_dir = run_dir
     check = NoOrphans(NoOrphansConfig())
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
@@ -29,3 +29,10 @@ def test_a_live_process_of_the_run_fails_the_check(tmp_path: Path) -> None:
         proc.kill()
         proc.wait()
     assert check.evaluate(outcome).verdict == "pass"
+
+
+def test_a_run_that_launched_nothing_proves_nothing(tmp_path: Path) -> None:
+    outcome = make_outcome(History())
+    outcome.run_dir = tmp_path
+    result = NoOrphans(NoOrphansConfig()).evaluate(outcome)
+    assert result.verdict == "inconclusive" and "no launch record" in result.reason
