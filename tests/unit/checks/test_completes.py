@@ -55,3 +55,22 @@ def test_timeout_and_diagnostics(sim, outcome_of):
     stuck = "attempt 0.1 spawned, no rank joined the process group within 60 s"
     result = judge(outcome_of(sim.history(), exit_code=None, timed_out=True, diagnostics=[stuck]))
     assert result.reason == stuck
+
+
+def test_the_final_attempt_must_reach_the_target(sim, outcome_of):
+    from histsim import Cursor
+
+    # 0.0 reached step 6; 0.1 resumed from 0 and stopped at 4 with exit 0: the job did not complete.
+    sim.start("0.0")
+    sim.train("0.0", 1, 6, Cursor(16))
+    sim.start("0.1", load=0)
+    sim.train("0.1", 1, 4, Cursor(16))
+    sim.final("0.1", 4)
+    result = judge(outcome_of(sim.history(), args={"steps": 6}))
+    assert result.verdict == "fail" and "reached step 4, not 6" in result.reason
+
+
+def test_an_unknown_target_step_is_inconclusive(sim, outcome_of):
+    run_to(sim, 6)
+    result = judge(outcome_of(sim.history()))
+    assert result.verdict == "inconclusive" and "min_step" in result.reason

@@ -74,3 +74,29 @@ def test_without_a_golden_provider_it_is_an_error(sim, outcome_of):
     finished(sim)
     result = MatchesGolden(MatchesGoldenConfig()).evaluate(outcome_of(sim.history()))
     assert result.verdict == "error" and "golden=Golden" in result.reason
+
+
+def test_no_digest_on_either_side_is_not_a_match(sim, outcome_of):
+    finished(sim, digests={0: None, 1: None})
+    result = judge(sim, outcome_of, golden(digest=None))
+    assert result.verdict == "inconclusive" and "carries no digest" in result.reason
+
+
+def test_ending_at_another_step_fails_even_with_equal_digests(sim, outcome_of):
+    finished(sim, steps=6)
+    result = judge(sim, outcome_of, golden(step=8))
+    assert result.verdict == "fail" and "ended at step 6, the fault-free run at step 8" in result.reason
+
+
+def test_the_world_size_is_the_final_attempts(sim, outcome_of):
+    from histsim import Cursor
+
+    # 0.0 ran with 4 ranks, the job ended with 2 after a relaunch: compare with a 2-rank golden bit-exactly.
+    sim.start("0.0", world=4)
+    sim.train("0.0", 1, 3, Cursor(16))
+    sim.final("0.0", 3)
+    sim.start("1.0", world=2)
+    sim.train("1.0", 1, 8, Cursor(16))
+    sim.final("1.0", 8)
+    result = judge(sim, outcome_of, golden(world=2))
+    assert result.figures["world_size"] == 2 and result.figures["comparison"] == "digest", result

@@ -76,3 +76,61 @@ def test_no_injected_fault_is_inconclusive(sim, outcome_of):
     failed = FaultRecord(index=0, kind="kill-rank", label="k", t_inject=0.0, error="no such rank", status="failed")
     result = RecoveryTime(RecoveryTimeConfig(max_s=30)).evaluate(outcome_of(sim.history(), faults=[failed]))
     assert result.verdict == "inconclusive" and "no fault was injected" in result.reason
+
+
+def hang_released_then_finished(sim, *, peer_timeout: bool):
+    """Rank 1 is frozen at step 4 and released 10 s later; with a collective timeout its peer aborts
+    before the release, without one the job carries on and ends normally."""
+    from histsim import Cursor
+
+    sim.start("0.0")
+    cursor = sim.train("0.0", 1, 4, Cursor(16), ckpt_every=2)
+    t0 = sim.t + 0.5
+    if peer_timeout:
+        sim.t += 3.0
+        sim.records.append({"ev": "worker_exit", "t": sim.t, "source": "harness", "worker_pid": 100,
+                            "attempt": "0.0", "rank": 0})
+    sim.t = t0 + 10.0
+    release = sim.t
+    if not peer_timeout:
+        sim.train("0.0", 5, 8, cursor)
+        sim.final("0.0", 8)
+        for pid, rank in ((100, 0), (101, 1)):
+            sim.t += 0.1
+            sim.records.append({"ev": "worker_exit", "t": sim.t, "source": "harness", "worker_pid": pid,
+                                "attempt": "0.0", "rank": rank})
+        sim.records.append({"ev": "exit", "t": sim.t + 0.1, "source": "harness", "code": 0})
+    return FaultRecord(index=0, kind="hang-rank", label="hang-rank#0", t_inject=t0, details={"pids": [101]},
+                       t_revert=release, t_release=release)
+
+
+def test_a_hang_that_healed_by_itself_was_never_detected(sim):
+    fault = hang_released_then_finished(sim, peer_timeout=False)
+    figures = compute_recovery(sim.history(), fault)
+    # The job's normal end (exits after `final`) is not a reaction to the hang.
+    assert figures["detect_s"] is None, figures
+
+
+def test_a_peer_aborting_before_the_release_is_the_detection(sim):
+    fault = hang_released_then_finished(sim, peer_timeout=True)
+    figures = compute_recovery(sim.history(), fault)
+    assert figures["detect_s"] == 2.5 and "worker_exit" in figures["evidence"]["detect_s"]
+
+
+def test_a_reaction_after_the_release_does_not_count(sim):
+    fault = hang_released_then_finished(sim, peer_timeout=False)
+    sim.records.append({"ev": "health", "t": fault.t_release + 1.0, "rank": 0, "attempt": "0.0",
+                        "source": "watchdog", "code": 0, "device": 0, "action": "restart"})
+    assert compute_recovery(sim.history(), fault)["detect_s"] is None
+
+
+def test_a_fault_before_the_first_start_is_unjudgeable(sim, outcome_of):
+    from histsim import Cursor
+
+    early = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=sim.t - 5.0)
+    sim.start("0.1")  # only the restarted attempt: the first launch must not count as the restart
+    sim.train("0.1", 1, 4, Cursor(16))
+    early.recovery = compute_recovery(sim.history(), early)
+    assert early.recovery["restart_s"] is None and "before any rank" in early.recovery["unjudgeable"]
+    result = RecoveryTime(RecoveryTimeConfig(max_s=30)).evaluate(outcome_of(sim.history(), faults=[early]))
+    assert result.verdict == "inconclusive" and "before any rank of the job had started" in result.reason

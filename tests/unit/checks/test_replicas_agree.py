@@ -44,3 +44,10 @@ def test_a_rank_without_a_final_event_fails(sim, outcome_of):
 def test_no_final_event_at_all_fails(sim, outcome_of):
     sim.start("0.0")
     assert judge(sim, outcome_of).verdict == "fail"
+
+
+def test_missing_digests_prove_nothing(sim, outcome_of):
+    sim.start("0.0")
+    sim.final("0.0", 5, {0: None, 1: None})
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive" and "carries no digest" in result.reason
