@@ -5,7 +5,10 @@ One entry point, ``verify(path)``, shared by ``chaos verify-checkpoint`` and the
 re-derive from the bytes on disk:
 
 * a manifest directory (``MANIFEST.json``): every listed file present with its size and xxh3-128,
-  nothing unlisted; when it also holds DCP ``.metadata``, the DCP structure is checked too;
+  nothing unlisted, and every ``torch.save`` file's zip CRC-32s (the checksums only prove the bytes
+  are the ones sealed: a file torn before the seal matches them); a DCP checkpoint (``.distcp``
+  shards, ``.metadata`` listed, or format ``dcp`` in the manifest's meta) must hold ``.metadata``,
+  and its DCP structure is checked too;
 * a plain DCP directory (``.metadata`` and no manifest): every storage file ``.metadata``
   references exists and is long enough for every (offset, length) it references, and the state
   loads into memory with no process group (DCP has no checksums: a flipped bit inside tensor data
@@ -29,6 +32,7 @@ from chaos.checkpoint.manifest import LATEST_NAME, MANIFEST_NAME, read_manifest,
 from chaos.errors import UsageError
 
 DCP_METADATA = ".metadata"
+DCP_SHARD_SUFFIX = ".distcp"
 STEP_ENTRY = re.compile(r"^step[_-]?(\d+)(\.[A-Za-z0-9]+)?$")
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
@@ -159,17 +163,29 @@ def verify_manifest_dir(path: Path, *, load: bool = False) -> Report:
         if report.step is not None and manifest["step"] != report.step:
             report.problems.append(f"{MANIFEST_NAME} says step {manifest['step']}, the name says {report.step}")
         report.step = manifest["step"]
-    if DCP_METADATA in files and (path / DCP_METADATA).exists():
+    dcp = _is_dcp(manifest)
+    if dcp and (path / DCP_METADATA).exists():
         report.problems += _dcp_structure(path)[0]
-        if load and not report.problems:
-            report.problems += _dcp_load(path)
-    elif load and not report.problems:
+    elif dcp and DCP_METADATA not in files:  # when listed, verify_manifest already named it missing
+        report.problems.append(f"{DCP_METADATA}: missing: a sealed DCP checkpoint cannot be loaded without it")
+    if not report.problems:
         for rel in sorted(files):
             if rel.endswith(TORCH_SUFFIXES):
-                report.problems += [f"{rel}: {p}" for p in _torch_load(path / rel)]
+                report.problems += [f"{rel}: {p}" for p in _torch_problems(path / rel, load)]
+    if dcp and load and not report.problems:
+        report.problems += _dcp_load(path)
     if not load:
         report.notes.append("bytes proven by the manifest checksums; state not loaded (pass --load)")
     return report
+
+
+def _is_dcp(manifest: dict[str, Any]) -> bool:
+    """Does the manifest seal a DCP checkpoint (which is unloadable without its ``.metadata``)?"""
+    files = manifest["files"]
+    meta = manifest.get("meta")
+    fmt = str(meta.get("format", "")) if isinstance(meta, dict) else ""
+    return (DCP_METADATA in files or any(rel.endswith(DCP_SHARD_SUFFIX) for rel in files)
+            or "dcp" in re.split(r"[^a-z0-9]+", fmt.lower()))
 
 
 # ----------------------------------------------------------------------------------- DCP

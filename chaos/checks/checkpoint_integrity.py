@@ -1,23 +1,38 @@
-"""``checkpoint_integrity``: what is on disk verifies, corrupted checkpoints were rejected, no commit was lost.
+"""``checkpoint_integrity``: what was committed or loaded verifies, corrupted ones were rejected, no commit was lost.
 
-The harness judges the checkpoint directory itself (``chaos.checkpoint.verify``), never the
-workload's own opinion of it, and reads the ``ckpt_*`` events only to know what was claimed:
+The harness judges checkpoints itself (``chaos.checkpoint.verify``), never by the workload's own
+opinion of them, and reads the ``ckpt_*`` events only to know what was claimed. Its evidence is
+what is on disk at the end, and the witness's ``ckpt_verify`` records (``chaos.witness``: each
+checkpoint verified when its ``ckpt_commit`` or ``ckpt_load`` was seen, before retention could
+prune it). Only the harness's own ``ckpt_verify`` records count: a workload cannot vouch for itself.
 
 1. every entry on disk that claims to be committed (a ``MANIFEST.json`` or DCP ``.metadata``, a
-   single checkpoint file, or a path announced by ``ckpt_commit`` that still exists) verifies;
-2. every checkpoint the harness corrupted (corrupt-checkpoint faults) was never loaded afterwards
+   single checkpoint file, or a path announced by ``ckpt_commit`` that still exists) verifies; a
+   committed checkpoint gone by the end is judged by the witness's look at its commit, and one the
+   witness found invalid then fails even if deleted since;
+2. every load (each rank's report of the same load counted once; every attempt, every in-process
+   reload) names a checkpoint some ``ckpt_commit`` announced before it, or one whose save began and
+   that the witness verified when the load was seen (a rank killed after making the save durable,
+   before announcing it); and the witness did not find the loaded checkpoint invalid;
+3. every checkpoint the harness corrupted (corrupt-checkpoint faults) was never loaded afterwards
    (unless re-committed first), and was rejected (``ckpt_reject``) whenever a resume had to pass
    over it to reach an older one;
-3. ``latest``, when the workload keeps one, names a valid checkpoint;
-4. no resume went back further than the newest committed checkpoint the harness did not corrupt
+4. ``latest``, when the workload keeps one, names a valid checkpoint;
+5. no load went back further than the newest committed checkpoint the harness did not corrupt
    (a save that purged or overwrote a good checkpoint before its replacement was durable);
-5. after a failed save (``ckpt_error``) the failed path is never loaded, and the previous good
+6. after a failed save (``ckpt_error``) the failed path is never loaded, and the previous good
    checkpoint still exists until a later save commits.
+
+Missing evidence is INCONCLUSIVE, never a pass: a commit gone from disk that the witness never
+verified, a corruption after which no load was reported (a silent load of the damaged checkpoint
+looks the same as a rejection) or that no resume followed, and a run in which no committed
+checkpoint could be verified intact at all.
 """
 
 from __future__ import annotations
 
 import os
+from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +40,7 @@ from typing import Any
 from chaos.checkpoint.manifest import LATEST_NAME
 from chaos.checkpoint.verify import STEP_ENTRY, Report, UnusableInput, claims_committed, resolve_latest, verify
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.events import Record
+from chaos.events import History, Record
 
 
 class CheckpointIntegrityConfig(CheckConfig):
@@ -43,8 +58,37 @@ class _Corruption:
     label: str
 
 
+@dataclass(frozen=True)
+class _Load:
+    """One checkpoint load, however many ranks reported it."""
+
+    attempt: str
+    index: int
+    """0: the attempt's resume; 1, 2, ...: in-process reloads."""
+    step: int
+    path: str
+    """As reported; empty for a fresh start or a load reported without a path."""
+    t: float
+    """When the first rank reported it."""
+    times: frozenset[float]
+    """When each rank reported it: the witness keys its look to whichever report it saw first."""
+
+    @property
+    def key(self) -> str:
+        return _norm(self.path)
+
+    @property
+    def who(self) -> str:
+        reload = f" (in-process reload {self.index})" if self.index else ""
+        return f"attempt {self.attempt}{reload}"
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name if self.path else f"step {self.step}"
+
+
 class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
-    """What is on disk verifies, corrupted checkpoints were rejected and never loaded, no committed checkpoint was lost."""
+    """What was committed or loaded verifies; corrupted checkpoints were rejected, never loaded; no commit was lost."""
 
     Config = CheckpointIntegrityConfig
 
@@ -52,11 +96,13 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         root = Path(outcome.ckpt_dir)
         h = outcome.history
         commits = h.of("ckpt_commit")
-        loads = _first_per_attempt(h.of("ckpt_load"))
+        loads = _loads(h.of("ckpt_load"))
         rejects = h.of("ckpt_reject")
         errors = h.of("ckpt_error")
+        looks = [r for r in h.of("ckpt_verify") if r.get("source") == "harness"]
         corruptions = _corruptions(outcome)
         failures: list[str] = []
+        unproven: list[str] = []
         notes: list[str] = []
 
         disk_failures: list[str] = []
@@ -64,19 +110,21 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         # 'latest' first: when it names a torn checkpoint, that is the headline, not the torn file itself.
         self._judge_latest(root, reports, failures)
         failures += disk_failures
-        tested = self._judge_corruptions(corruptions, commits, loads, rejects, failures)
+        verified = self._judge_commit_looks(commits, reports, looks, corruptions, failures, unproven, notes)
+        tested = self._judge_corruptions(corruptions, commits, loads, rejects, _attempt_starts(h), failures, unproven)
+        self._judge_loads(loads, commits, h.of("ckpt_begin"), looks, corruptions, failures, notes)
         self._judge_lost_commits(commits, loads, corruptions, failures)
         self._judge_failed_saves(errors, commits, loads, failures)
 
+        pruned = sorted(Path(k).name for k in verified if k not in reports)
         figures: dict[str, Any] = {
-            "verified": {Path(p).name: r.ok for p, r in reports.items()},
-            "commits": len(commits), "loads": [(r.get("attempt"), r.get("step")) for r in loads],
+            "verified": {Path(p).name: r.ok for p, r in reports.items()}, "verified_when_committed": pruned,
+            "commits": len(commits), "loads": [(ld.attempt, ld.step) for ld in loads],
             "rejects": len(rejects), "save_errors": len(errors),
             "corrupted": [c.path for c in corruptions], "corruptions_tested": tested,
         }
         if failures:
-            more = f" (+{len(failures) - 1} more: {'; '.join(failures[1:3])})" if len(failures) > 1 else ""
-            return self.failed(failures[0] + more, failures=failures, notes=notes, **figures)
+            return self.failed(_headline(failures), failures=failures, notes=notes, **figures)
         if not commits and not reports:
             if self.config.require_checkpoint:
                 return self.failed(f"no checkpoint was committed in {root} (no ckpt_commit, nothing on disk)",
@@ -84,16 +132,25 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
             return self.inconclusive(f"no checkpoint was written in {root}: nothing to judge; point the workload's "
                                      f"checkpoints at CHAOS_CKPT_DIR (or workload.ckpt_dir at its own folder), "
                                      f"or drop this check for runs too short to save", **figures)
+        if unproven:
+            return self.inconclusive(_headline(unproven), unproven=unproven, notes=notes, **figures)
         valid = sum(r.ok for r in reports.values())
+        if not valid and not verified:
+            return self.inconclusive(f"no checkpoint was verified intact: {len(commits)} commit(s) announced, none "
+                                     f"valid on disk in {root}, none verified by the harness when committed; give "
+                                     "ckpt_commit the checkpoint's path and run under the chaos runner, whose "
+                                     "witness verifies each commit as it is announced", notes=notes, **figures)
         reason = f"{valid} checkpoint(s) on disk verify"
+        if pruned:
+            reason += f", {len(pruned)} more verified by the harness when committed (gone since)"
         if corruptions:
-            reason += (f"; {len(corruptions)} corrupted one(s) never loaded"
-                       + (f", {tested} put to the test by a resume" if tested else ", none put to the test by a resume"))
+            reason += f"; {len(corruptions)} corrupted one(s) never loaded" + (
+                f", {tested} put to the test by a resume" if tested else "")
         if errors:
             reason += f"; {len(errors)} failed save(s) left the previous checkpoint intact"
         return self.passed(reason, notes=notes, **figures)
 
-    # ---- 1. the disk ------------------------------------------------------------------------
+    # ---- 1. the disk, and each commit as the witness saw it ----------------------------------
 
     def _verify_disk(self, root: Path, commits: list[Record], corruptions: list[_Corruption],
                      failures: list[str], notes: list[str]) -> dict[str, Report]:
@@ -126,7 +183,115 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 failures.append(f"checkpoint {entry.name} claims to be committed but is invalid: {report.summary()}")
         return reports
 
-    # ---- 3. latest ----------------------------------------------------------------------------
+    def _judge_commit_looks(self, commits: list[Record], reports: dict[str, Report], looks: list[Record],
+                            corruptions: list[_Corruption], failures: list[str], unproven: list[str],
+                            notes: list[str]) -> set[str]:
+        """Paths the witness verified intact when committed; judges every commit the disk cannot vouch for."""
+        verified: set[str] = set()
+        unverified: dict[str, str] = {}
+        for commit in commits:
+            key = _norm(commit.get("path"))
+            if not key:
+                continue
+            name, step = Path(key).name, commit.get("step")
+            look = _look(looks, "ckpt_commit", key, str(commit.get("attempt")), frozenset({commit["t"]}))
+            report = reports.get(key)
+            if look is not None and look.get("ok") is True:
+                verified.add(key)
+                continue
+            if look is not None and look.get("ok") is False:
+                # The witness looks in the background; a fault fired by the same commit may have got there first.
+                race = next((c for c in corruptions if c.path == key and commit["t"] <= c.t <= look["t"]), None)
+                if race is not None:
+                    notes.append(f"{name}: the harness's look at its commit overlapped {race.label} corrupting it, "
+                                 "so it says nothing about the save")
+                elif report is None or report.ok:  # on disk and invalid: the disk verdict already names it
+                    gone = "" if report is not None else " (gone from disk since)"
+                    failures.append(f"committed checkpoint {name} (ckpt_commit of step {step}) was invalid when the "
+                                    f"harness verified it at commit time{gone}: {_problems(look)}")
+                continue
+            if report is not None:
+                continue
+            if any(c.path == key and c.t > commit["t"] for c in corruptions):
+                notes.append(f"{name}: gone from disk after the harness corrupted it, never verified intact")
+                continue
+            unverified.setdefault(key, f"{name} (step {step}" + (f": {_problems(look)})" if look else ")"))
+        if unverified:
+            listing = ", ".join(list(unverified.values())[:3]) + (
+                f" (+{len(unverified) - 3} more)" if len(unverified) > 3 else "")
+            unproven.append(f"{len(unverified)} committed checkpoint(s) are gone from disk and were never verified by "
+                            f"the harness, so whether they were intact is unknown: {listing}; run under the chaos "
+                            "runner, whose witness verifies each commit as it is announced, or keep them to the end")
+        return verified
+
+    # ---- 2. every load ------------------------------------------------------------------------
+
+    def _judge_loads(self, loads: list[_Load], commits: list[Record], begins: list[Record], looks: list[Record],
+                     corruptions: list[_Corruption], failures: list[str], notes: list[str]) -> None:
+        for load in loads:
+            if not load.step and not load.path:
+                continue
+            if any(c.path == load.key and _unrepaired(c, load.t, commits) for c in corruptions):
+                continue  # loading what the harness corrupted is judged by 3, in its own words
+            look = _look(looks, "ckpt_load", load.key, load.attempt, load.times) if load.path else None
+            if load.step and not _announced(commits, load):
+                if not _announced(begins, load):
+                    failures.append(f"{load.who} loaded {load.name} (step {load.step}), which no ckpt_commit "
+                                    "announced before the load")
+                elif look is not None and look.get("ok") is True:
+                    notes.append(f"{load.who} loaded {load.name} (step {load.step}), whose save began but never "
+                                 "announced a commit; the harness verified it when the load was seen (a save made "
+                                 "durable by a rank killed before ckpt_commit)")
+                else:
+                    failures.append(f"{load.who} loaded {load.name} (step {load.step}), whose save began but no "
+                                    f"ckpt_commit announced before the load, {_unproven_load(look)}")
+                continue
+            if look is None or look.get("ok") is not False:
+                continue
+            race = next((c for c in corruptions if c.path == load.key and load.t <= c.t <= look["t"]), None)
+            if race is not None:
+                notes.append(f"{load.name}: the harness's look at the load by {load.who} overlapped {race.label} "
+                             "corrupting it, so it says nothing about what was loaded")
+                continue
+            failures.append(f"{load.who} loaded {load.name}, which the harness found invalid when the load was seen: "
+                            f"{_problems(look)}")
+
+    # ---- 3. deliberate corruption -------------------------------------------------------------
+
+    def _judge_corruptions(self, corruptions: list[_Corruption], commits: list[Record], loads: list[_Load],
+                           rejects: list[Record], starts: dict[str, float], failures: list[str],
+                           unproven: list[str]) -> int:
+        tested = 0
+        for c in corruptions:
+            if c.mode == "break-latest":
+                continue  # the pointer is judged by 4 and 5: a resume that trusted it lost steps or crashed
+            name = Path(c.path).name
+            step = _step_of_path(c.path)
+            after = [ld for ld in loads if _unrepaired(c, ld.t, commits)]
+            if not after:
+                if any(_unrepaired(c, t0, commits) for t0 in starts.values()):
+                    unproven.append(f"the run never reported which checkpoint it loaded after {c.label} corrupted "
+                                    f"{name}; emit ckpt_load(step, path) on resume")
+                else:
+                    unproven.append(f"{c.label} corrupted {name}, but no resume happened after the corruption, so "
+                                    "it was never put to the test; add a kill after it (e.g. kill-rank on the same "
+                                    "trigger with a delay_s)")
+                continue
+            tested += 1
+            for load in after:
+                if load.key == c.path:
+                    failures.append(f"deliberately corrupted checkpoint {name} ({c.label}: {c.mode}) "
+                                    f"was loaded by {load.who} without being rejected")
+                    break
+                passed_over = step is not None and step > load.step
+                rejected = any(_norm(r.get("path")) == c.path and c.t < r["t"] <= load.t for r in rejects)
+                if passed_over and not rejected:
+                    failures.append(f"corrupted checkpoint {name} ({c.mode}) was skipped without a ckpt_reject: "
+                                    f"{load.who} resumed from step {load.step} and never said why it passed over it")
+                    break
+        return tested
+
+    # ---- 4. latest ----------------------------------------------------------------------------
 
     def _judge_latest(self, root: Path, reports: dict[str, Report], failures: list[str]) -> None:
         if not (root / LATEST_NAME).exists() and not (root / LATEST_NAME).is_symlink():
@@ -142,65 +307,35 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         elif not report.ok:
             failures.append(f"'{LATEST_NAME}' names {name}, which is invalid: {report.summary()}")
 
-    # ---- 2. deliberate corruption -------------------------------------------------------------
+    # ---- 5. lost commits ----------------------------------------------------------------------
 
-    def _judge_corruptions(self, corruptions: list[_Corruption], commits: list[Record], loads: list[Record],
-                           rejects: list[Record], failures: list[str]) -> int:
-        tested = 0
-        for c in corruptions:
-            if c.mode == "break-latest":
-                continue  # the pointer is judged by 3 and 4: a resume that trusted it lost steps or crashed
-            step = _step_of_path(c.path)
-            recommitted = min((r["t"] for r in commits if _norm(r.get("path")) == c.path and r["t"] > c.t),
-                              default=float("inf"))
-            for load in loads:
-                if not c.t < load["t"] < recommitted:
-                    continue
-                tested += 1
-                if _norm(load.get("path")) == c.path:
-                    failures.append(f"deliberately corrupted checkpoint {Path(c.path).name} ({c.label}: {c.mode}) "
-                                    f"was loaded by attempt {load.get('attempt')} without being rejected")
-                    break
-                loaded = int(load.get("step") or 0)
-                passed_over = step is not None and step > loaded
-                rejected = any(_norm(r.get("path")) == c.path and c.t < r["t"] <= load["t"] for r in rejects)
-                if passed_over and not rejected:
-                    failures.append(f"corrupted checkpoint {Path(c.path).name} ({c.mode}) was skipped without a "
-                                    f"ckpt_reject: attempt {load.get('attempt')} resumed from step {loaded} and "
-                                    "never said why it passed over it")
-                    break
-        return tested
-
-    # ---- 4. lost commits ----------------------------------------------------------------------
-
-    def _judge_lost_commits(self, commits: list[Record], loads: list[Record], corruptions: list[_Corruption],
+    def _judge_lost_commits(self, commits: list[Record], loads: list[_Load], corruptions: list[_Corruption],
                             failures: list[str]) -> None:
         for load in loads:
-            usable = [r for r in commits if r["t"] < load["t"] and not _spoiled(r, corruptions, load["t"], commits)]
+            usable = [r for r in commits if r["t"] < load.t and not _spoiled(r, corruptions, load.t, commits)]
             if not usable:
                 continue
             newest = max(usable, key=lambda r: int(r.get("step") or 0))
-            loaded = int(load.get("step") or 0)
-            if int(newest.get("step") or 0) > loaded:
-                where = "a fresh start (step 0)" if loaded == 0 else f"step {loaded}"
+            if int(newest.get("step") or 0) > load.step:
+                where = "a fresh start (step 0)" if load.step == 0 else f"step {load.step}"
                 gone = "" if os.path.exists(_norm(newest.get("path"))) else ", and it is gone from disk"
-                failures.append(f"attempt {load.get('attempt')} resumed from {where}, but step {newest.get('step')} "
-                                f"had been committed ({Path(str(newest.get('path'))).name}) and the harness did "
-                                f"not corrupt it{gone}: a committed checkpoint was lost")
+                failures.append(f"{load.who} resumed from {where}, but step {newest.get('step')} had been committed "
+                                f"({Path(str(newest.get('path'))).name}) and the harness did not corrupt it{gone}: "
+                                "a committed checkpoint was lost")
                 return
 
-    # ---- 5. failed saves ----------------------------------------------------------------------
+    # ---- 6. failed saves ----------------------------------------------------------------------
 
-    def _judge_failed_saves(self, errors: list[Record], commits: list[Record], loads: list[Record],
+    def _judge_failed_saves(self, errors: list[Record], commits: list[Record], loads: list[_Load],
                             failures: list[str]) -> None:
         for err in errors:
             path = _norm(err.get("path"))
             recommit = min((r["t"] for r in commits if _norm(r.get("path")) == path and r["t"] > err["t"]),
                            default=float("inf"))
-            bad = next((ld for ld in loads if err["t"] < ld["t"] < recommit and _norm(ld.get("path")) == path), None)
+            bad = next((ld for ld in loads if err["t"] < ld.t < recommit and ld.key == path), None)
             if bad is not None:
                 failures.append(f"the failed save of step {err.get('step')} ({err.get('error', '')[:80]}) was "
-                                f"loaded by attempt {bad.get('attempt')}")
+                                f"loaded by {bad.who}")
                 continue
             before = [r for r in commits if r["t"] < err["t"] and _norm(r.get("path")) != path]
             later = any(r["t"] > err["t"] for r in commits)
@@ -215,28 +350,80 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 def _corruptions(outcome: RunOutcome) -> list[_Corruption]:
     out = []
     for rec in outcome.faults:
-        if rec.kind != "corrupt-checkpoint" or rec.error or not rec.details.get("path"):
+        if rec.kind != "corrupt-checkpoint" or not rec.injected or rec.t_inject is None or not rec.details.get("path"):
             continue
         out.append(_Corruption(_norm(rec.details["path"]), str(rec.details.get("mode", "")), rec.t_inject, rec.label))
     return out
 
 
+def _loads(records: list[Record]) -> list[_Load]:
+    """Each load once: a rank's k-th ``ckpt_load`` in an attempt is the same load as every other rank's k-th."""
+    per_rank: dict[tuple[str, Any], list[Record]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: r["t"]):
+        per_rank[(str(r.get("attempt")), r.get("rank"))].append(r)
+    # Ranks that disagree on what their k-th load was stay apart: each is judged.
+    same: dict[tuple[str, int, int, str], list[Record]] = defaultdict(list)
+    for (attempt, _rank), reports in per_rank.items():
+        for k, r in enumerate(reports):
+            same[(attempt, k, int(r.get("step") or 0), _norm(r.get("path")))].append(r)
+    out = []
+    for (attempt, k, step, _key), reports in same.items():
+        first = min(reports, key=lambda r: r["t"])
+        out.append(_Load(attempt, k, step, str(first.get("path") or ""), first["t"],
+                         frozenset(r["t"] for r in reports)))
+    return sorted(out, key=lambda ld: ld.t)
+
+
+def _attempt_starts(history: History) -> dict[str, float]:
+    """When each attempt was first seen, from inside (its own events) or outside (the harness's records of it)."""
+    starts: dict[str, float] = {}
+    for r in history.records:
+        if r.get("attempt") is not None:
+            attempt = str(r["attempt"])
+            starts[attempt] = min(starts.get(attempt, r["t"]), r["t"])
+    return starts
+
+
+def _look(looks: list[Record], seen: str, key: str, attempt: str, times: frozenset[float]) -> Record | None:
+    """The witness's ``ckpt_verify`` of this very event (same path and attempt, keyed by the event's time)."""
+    found = [r for r in looks if r.get("seen") == seen and _norm(r.get("path")) == key
+             and str(r.get("attempt")) == attempt and r.get("t_event") in times]
+    return found[-1] if found else None
+
+
+def _announced(records: list[Record], load: _Load) -> bool:
+    """Did one of these ``ckpt_begin``/``ckpt_commit`` records, before the load, name what it loaded?"""
+    if load.path:
+        return any(r["t"] < load.t and _norm(r.get("path")) == load.key for r in records)
+    return any(r["t"] < load.t and int(r.get("step") or 0) == load.step for r in records)
+
+
+def _unproven_load(look: Record | None) -> str:
+    if look is None:
+        return "and the harness has no look at it from when the load was seen"
+    if look.get("ok") is False:
+        return f"and the harness found it invalid when the load was seen: {_problems(look)}"
+    return f"and the harness could not verify it when the load was seen: {_problems(look)}"
+
+
+def _problems(look: Record) -> str:
+    return "; ".join(str(p) for p in (look.get("problems") or [])[:3]) or "no detail recorded"
+
+
+def _unrepaired(c: _Corruption, t: float, commits: list[Record]) -> bool:
+    """Was ``c`` done before ``t``, with no commit of the same path in between to replace the damage?"""
+    return c.t < t and not any(_norm(r.get("path")) == c.path and c.t < r["t"] < t for r in commits)
+
+
 def _spoiled(commit: Record, corruptions: list[_Corruption], before: float, commits: list[Record]) -> bool:
     """Was this commit's checkpoint corrupted by the harness (and not re-committed) before ``before``?"""
     path = _norm(commit.get("path"))
-    for c in corruptions:
-        if c.path == path and commit["t"] < c.t < before:
-            if not any(_norm(r.get("path")) == path and c.t < r["t"] < before for r in commits):
-                return True
-    return False
+    return any(c.path == path and commit["t"] < c.t and _unrepaired(c, before, commits) for c in corruptions)
 
 
-def _first_per_attempt(loads: list[Record]) -> list[Record]:
-    """One ``ckpt_load`` per attempt (every rank reports the same one): the earliest."""
-    seen: dict[str, Record] = {}
-    for r in loads:
-        seen.setdefault(str(r.get("attempt")), r)
-    return sorted(seen.values(), key=lambda r: r["t"])
+def _headline(findings: list[str]) -> str:
+    more = f" (+{len(findings) - 1} more: {'; '.join(findings[1:3])})" if len(findings) > 1 else ""
+    return findings[0] + more
 
 
 def _step_of_path(path: str) -> int | None:

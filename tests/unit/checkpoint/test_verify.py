@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from chaos.checkpoint.manifest import build_manifest, write_manifest
 from chaos.checkpoint.verify import UnusableInput, verify
 from chaos.cli import main
 
@@ -141,3 +142,39 @@ def test_command_exit_codes_and_json(root: Path, tmp_path: Path, capsys: pytest.
     assert main(["verify-checkpoint", str(tmp_path / "missing")]) == 2
     assert main(["verify-checkpoint", "--json", str(tmp_path / "missing")]) == 2
     assert json.loads(capsys.readouterr().out)["ok"] is None
+
+
+def test_a_torch_save_file_torn_before_the_seal_fails_its_crc(tmp_path: Path, make) -> None:
+    # The manifest checksums prove the bytes are the ones sealed, not that what was sealed was whole.
+    d = tmp_path / "step_000010"
+    d.mkdir()
+    torch.save({"w": torch.ones(256, 256)}, d / "state.pt")
+    flip(d / "state.pt")
+    torch.save({"w": torch.ones(64, 64)}, d / "trainer.pt")
+    os.truncate(d / "trainer.pt", (d / "trainer.pt").stat().st_size // 2)
+    write_manifest(d, build_manifest(d, 10))
+    problems = verify(d).problems
+    assert len(problems) == 2
+    assert problems[0].startswith("state.pt: CRC mismatch in record")
+    assert problems[1] == "trainer.pt: torn zip archive: no central directory (truncated?)"
+
+
+@pytest.mark.parametrize("fmt", ["dcp", "anything"])
+def test_a_sealed_dcp_checkpoint_without_metadata_fails(tmp_path: Path, make, fmt: str) -> None:
+    d = make.dcp_dir(tmp_path / "step_000010")
+    (d / ".metadata").unlink()  # sealed before DCP wrote it: unloadable, though every listed file is whole
+    write_manifest(d, build_manifest(d, 10, format=fmt))
+    assert verify(d).problems == [".metadata: missing: a sealed DCP checkpoint cannot be loaded without it"]
+
+
+def test_a_sealed_dcp_checkpoint_is_judged_as_dcp_too(tmp_path: Path, make) -> None:
+    d = make.dcp_dir(tmp_path / "step_000010")
+    torch.save({"step": 10}, d / "trainer.pt")
+    write_manifest(d, build_manifest(d, 10, format="dcp"))
+    report = verify(d, load=True)
+    assert report.ok and report.kind == "manifest", report.problems
+    shard = next(d.glob("*.distcp"))
+    os.truncate(shard, shard.stat().st_size // 2)
+    write_manifest(d, build_manifest(d, 10, format="dcp"))  # torn, then sealed as it is
+    problems = verify(d).problems
+    assert len(problems) == 1 and problems[0].startswith(f"{shard.name}: truncated:")

@@ -93,6 +93,15 @@ class Sim:
         for rank in range(self.world[attempt]):
             self.emit("final", attempt, rank, step=step, digest=(digests or {}).get(rank, "d" * 64))
 
+    def witness(self, seen: str, attempt: str, path: str, ok: bool | None, problems: list[str] | None = None) -> None:
+        """A harness ``ckpt_verify`` of the last ``seen`` event of ``path`` in ``attempt``, as chaos.witness logs it."""
+        event = [r for r in self.records if r["ev"] == seen and r["attempt"] == attempt and r.get("path") == path][-1]
+        self.t += 1.0
+        self.records.append({"ev": "ckpt_verify", "t": self.t, "mono": self.t, "pid": 1, "host": "h",
+                             "source": "harness", "path": path, "step": event.get("step"), "seen": seen,
+                             "attempt": attempt, "t_event": event["t"], "ok": ok, "gone": ok is None,
+                             "format": "manifest", "problems": problems or []})
+
     def history(self) -> History:
         return History([dict(r) for r in self.records])
 
