@@ -12,6 +12,11 @@ from filelock import FileLock
 
 from chaos.errors import HarnessError
 from chaos.experiment import Experiment
+from chaos.lineage import LineageError, rebuild_lineage
+
+SUMMARY_VERSION = 2
+"""Part of the cache file's name: a summary cached before the shape last changed (v2 added the
+per-epoch sample order) is not read, the golden run is redone once instead."""
 
 
 def cache_dir() -> Path:
@@ -35,6 +40,35 @@ def summarize_finals(history: Any) -> dict[str, Any]:
             "final_loss": sum(losses) / len(losses) if losses else None}
 
 
+def summarize_golden(history: Any) -> dict[str, Any]:
+    """The fault-free run's summary: its finals, and the order it consumed the dataset in (for exactly_once)."""
+    return {**summarize_finals(history), "dataset_size": history.dataset_size(),
+            "epoch_samples": epoch_samples(history)}
+
+
+def epoch_samples(history: Any) -> dict[str, list[list[int]]] | None:
+    """Per epoch (keys are JSON strings), each kept step's global sample set (union over ranks), in step order.
+
+    What exactly_once compares a faulted run's per-epoch consumption with. None when the run's
+    steps do not all say which samples they consumed.
+    """
+    try:
+        kept = [r for _, r in rebuild_lineage(history).kept_steps() if r.get("source") != "output"]
+    except LineageError:
+        return None
+    if not kept or any(not isinstance(r.get("samples"), list) for r in kept):
+        return None
+    steps: dict[int, tuple[int, set[int]]] = {}
+    for r in kept:
+        epoch, union = steps.setdefault(int(r["step"]), (int(r.get("epoch", 0)), set()))
+        union.update(int(i) for i in r["samples"])
+    out: dict[str, list[list[int]]] = {}
+    for step in sorted(steps):
+        epoch, union = steps[step]
+        out.setdefault(str(epoch), []).append(sorted(union))
+    return out
+
+
 class Golden:
     """Lazily runs (or reads from cache) the fault-free run of ``experiment``'s workload."""
 
@@ -52,7 +86,7 @@ class Golden:
         key = self.experiment.workload_hash()
         directory = cache_dir()
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"{key}.json"
+        path = directory / f"{key}-v{SUMMARY_VERSION}.json"
         # Parallel runs (pytest -n) of experiments sharing a workload wait for one golden run.
         with FileLock(str(path) + ".lock", timeout=self.experiment.timeout_s * 2):
             if path.exists():
@@ -80,7 +114,7 @@ class Golden:
             raise HarnessError(
                 f"the fault-free golden run failed (exit {o.exit_code}, timed out: {o.timed_out}); "
                 f"see {report.run_dir}/output.log — the workload does not complete even without faults")
-        summary = summarize_finals(o.history)
+        summary = summarize_golden(o.history)
         summary["run_dir"] = str(report.run_dir)
         summary["config_hash"] = self.experiment.workload_hash()
         return summary

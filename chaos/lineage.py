@@ -1,12 +1,4 @@
-"""The lineage of a run: which checkpoints the surviving training history was resumed through.
-
-The final attempt resumed from checkpoint step L, which an earlier attempt committed; that attempt
-resumed from its own L', and so on back to step 0. The steps each of those attempts ran in its
-kept range (L', L] form the committed history; every other step was rolled back.
-
-An attempt is split into *segments* at each ``ckpt_load``: a workload that reloads a checkpoint
-in-process (a rollback after a NaN loss) starts a new segment without starting a new attempt.
-"""
+"""The lineage of a run: which checkpoints the surviving training history was resumed through."""
 
 from __future__ import annotations
 
@@ -22,9 +14,17 @@ class LineageError(Exception):
     """The lineage cannot be rebuilt; the message is the finding (e.g. a resume from an uncommitted step)."""
 
 
+class LineageUnproven(LineageError):
+    """The lineage hangs on a link nothing proves (an unannounced save nobody verified): evidence is missing."""
+
+
 @dataclass
 class Segment:
-    """A stretch of one attempt between two checkpoint loads (or from its start to its end)."""
+    """A stretch of one attempt between two checkpoint loads (or from its start to its end).
+
+    A workload that reloads a checkpoint in-process (a rollback after a NaN loss) starts a new
+    segment without starting a new attempt.
+    """
 
     attempt: str
     index: int
@@ -68,7 +68,12 @@ class Link:
 
 @dataclass
 class Lineage:
-    """The chain of segments from step 0 to the head, oldest first, and every segment of the run."""
+    """The chain of segments from step 0 to the head, oldest first, and every segment of the run.
+
+    The final attempt resumed from checkpoint step L, which an earlier attempt committed; that
+    attempt resumed from its own L', and so on back to step 0. The steps each of those attempts ran
+    in its kept range (L', L] form the committed history; every other step was rolled back.
+    """
 
     links: list[Link]
     segments: list[Segment]
@@ -153,6 +158,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
     if not segments:
         raise LineageError("the run recorded no training steps and no checkpoint loads")
     begins = history.of("ckpt_begin")
+    verifies = history.of("ckpt_verify")
     notes: list[str] = []
     if head_attempt is None:
         head_attempt = history.final_attempt()
@@ -176,7 +182,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
                                  f"{current.resumed_from + 1} implies it resumed from step {current.resumed_from}")
         if current.resumed_from == 0:
             return lineage
-        commit, parent = _find_commit(segments, current, lineage, begins)
+        commit, parent = _find_commit(segments, current, lineage, begins, verifies)
         upto = current.resumed_from
         if parent.resumed_from >= upto:
             raise LineageError(f"attempt {current.name} resumed from step {upto}, committed by attempt "
@@ -185,7 +191,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
 
 
 def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
-                 begins: list[Record]) -> tuple[Record, Segment]:
+                 begins: list[Record], verifies: list[Record]) -> tuple[Record, Segment]:
     """The latest commit of ``child.resumed_from`` before ``child`` loaded it, preferring the same path."""
     step = child.resumed_from
     candidates = [(r, s) for s in segments for r in s.commits
@@ -194,9 +200,11 @@ def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
         unannounced = _unannounced_commit(segments, child, begins)
         if unannounced is not None:
             begin, parent = unannounced
+            _require_verified_load(child, begin, parent, verifies)
             lineage.notes.append(
                 f"step {step} loaded by attempt {child.name} was never announced with ckpt_commit: attempt "
-                f"{parent.name} began saving it and died between the commit and the event; taken as its commit")
+                f"{parent.name} began saving it and died between the commit and the event; taken as its commit "
+                f"(the harness verified the loaded checkpoint)")
             return begin, parent
         later = [s.name for s in segments for r in s.commits if _step_of(r) == step]
         why = (f"; attempt {later[0]} committed it only afterwards" if later else "")
@@ -227,15 +235,44 @@ def _unannounced_commit(segments: list[Segment], child: Segment,
 
     A kill that lands after a checkpoint became durable but before its ``ckpt_commit`` line was
     written leaves a valid checkpoint nobody announced; the resume that loads it is correct, and
-    the segment that was saving it is its author. Whether the checkpoint itself is whole is
-    checkpoint_integrity's judgement, not this one's.
+    the segment that was saving it is its author, once ``_require_verified_load`` has the proof.
     """
     step = child.resumed_from
     for begin in sorted(begins, key=lambda r: -r.get("t", 0.0)):
-        if _step_of(begin) != step or begin.get("t", 0.0) >= child.load_t:
+        if (_step_of(begin) != step or begin.get("t", 0.0) >= child.load_t
+                or not _same_path(begin.get("path"), child.load_path)):
             continue
         for seg in segments:
             if (seg.attempt == str(begin.get("attempt")) and seg is not child
                     and seg.resumed_from < step <= seg.max_step and seg.load_t <= begin.get("t", 0.0)):
                 return begin, seg
     return None
+
+
+def _require_verified_load(child: Segment, begin: Record, parent: Segment, verifies: list[Record]) -> None:
+    """A bare ``ckpt_begin`` stands for a commit only if the harness found the loaded checkpoint whole.
+
+    A save killed halfway leaves the same ``ckpt_begin`` as one killed after it became durable;
+    only the witness's ``ckpt_verify`` of the load (chaos/witness.py) tells the two apart.
+    """
+    step = child.resumed_from
+    looks = [r for r in verifies if r.get("seen") == "ckpt_load" and str(r.get("attempt")) == child.attempt
+             and _step_of(r) == step and child.load_path is not None and r.get("path") is not None
+             and _same_path(r.get("path"), child.load_path)]
+    if any(r.get("ok") is True for r in looks):
+        return
+    head = (f"attempt {child.name} resumed from step {step}, which attempt {parent.name} began saving "
+            f"(ckpt_begin {begin.get('path')}) but never announced with ckpt_commit, and ")
+    tail = ": an unannounced save is not taken as a commit without that proof"
+    problems = "; ".join(str(p) for r in looks for p in r.get("problems") or []) or "no details"
+    if any(r.get("ok") is False for r in looks):
+        raise LineageError(f"{head}the harness found it broken when it was loaded ({problems}){tail}")
+    if child.load_path is None:
+        why = ("its ckpt_load names no path, so the harness could not verify what it loaded; "
+               "emit ckpt_load(step, path)")
+    elif not looks:
+        why = (f"the harness recorded no verification (ckpt_verify) of {child.load_path} as loaded by "
+               f"attempt {child.attempt}; run it under the chaos runner, whose witness verifies each load it sees")
+    else:
+        why = f"the harness could not verify it when it was loaded ({problems})"
+    raise LineageUnproven(head + why + tail)

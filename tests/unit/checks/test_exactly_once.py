@@ -1,8 +1,15 @@
-"""exactly_once over synthetic histories: clean resumes pass; duplicates, gaps and broken lineages fail."""
+"""exactly_once over synthetic histories: clean resumes pass; lost, repeated or out-of-order data fails."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+from histsim import Cursor, Sim
+
 from chaos.checks.exactly_once import ExactlyOnce, ExactlyOnceConfig
+from chaos.errors import HarnessError
+from chaos.golden import summarize_golden
 
 
 def judge(sim, outcome_of, **config):
@@ -22,9 +29,17 @@ def killed_at_8_resumed_from_6(sim, cursor_fix=None):
 
 
 def _fresh(sim):
-    from histsim import Cursor
-
     return Cursor(sim.dataset_size)
+
+
+def golden_run(steps, world=2, dataset_size=16):
+    """The fault-free run's summary as the golden cache returns it (JSON round trip included)."""
+    g = Sim(dataset_size)
+    g.start("0.0", world=world)
+    g.train("0.0", 1, steps, Cursor(dataset_size))
+    g.final("0.0", steps)
+    summary = json.loads(json.dumps(summarize_golden(g.history())))
+    return lambda: summary
 
 
 def test_fault_free_run_passes(sim, outcome_of):
@@ -178,9 +193,7 @@ def test_in_process_rollback_splits_the_attempt(sim, outcome_of):
     assert result.figures["replayed"]["count"] == 4
 
 
-def test_workload_without_ckpt_load_events_infers_the_resume_point(outcome_of):
-    from histsim import Sim
-
+def test_an_inferred_resume_point_is_inconclusive_unless_the_golden_order_confirms_it(outcome_of):
     sim = Sim()
     sim.start("0.0", load=None)
     sim.train("0.0", 1, 5, _fresh(sim), ckpt_every=3)
@@ -188,8 +201,18 @@ def test_workload_without_ckpt_load_events_infers_the_resume_point(outcome_of):
     sim.train("0.1", 4, 8, sim.resume(3))
     sim.final("0.1", 8)
     result = judge(sim, outcome_of)
-    assert result.verdict == "pass", result.reason
+    assert result.verdict == "inconclusive", result.reason
+    assert result.reason.startswith("attempt 0.1 (step 3 inferred from its first step) recorded no ckpt_load")
+    assert "emit ckpt_load(step, path) on resume" in result.reason
     assert any("implies it resumed from step 3" in n for n in result.figures["notes"])
+    # The fault-free run consumed the same indices step for step: the samples are proven without the load.
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(8)))
+    assert result.verdict == "pass", result.reason
+    assert result.figures["golden"]["compared_epochs"] == [0, 1]
+    # A golden run that never got as far proves nothing about the rest.
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(3)))
+    assert result.verdict == "inconclusive", result.reason
+    assert "the golden run never reached epoch 1" in result.reason
 
 
 def test_indices_outside_the_dataset_fail(sim, outcome_of):
@@ -205,19 +228,19 @@ def test_indices_outside_the_dataset_fail(sim, outcome_of):
 def test_drop_last_tolerance(sim, outcome_of):
     sim.start("0.0")
     cursor = _fresh(sim)
-    for step in range(1, 7):
+    step = 0
+    for batch_no in range(1, 7):
         epoch, batch = cursor.take(4)
-        if step == 4:       # a drop_last sampler leaves the epoch's tail out
+        if batch_no == 4:   # a drop_last sampler leaves the epoch's tail out: no step consumes it
             continue
+        step += 1
         sim.emit("step", "0.0", 0, step=step, epoch=epoch, samples=batch, loss=0.1)
-    sim.final("0.0", 6)
+    sim.final("0.0", step)
     assert judge(sim, outcome_of).verdict == "fail"
     assert judge(sim, outcome_of, max_missing_per_epoch=4).verdict == "pass"
 
 
 def test_skips_without_dataset_size_or_samples(outcome_of):
-    from histsim import Sim
-
     sim = Sim(dataset_size=None)
     sim.start("0.0")
     sim.train("0.0", 1, 3, _fresh(Sim()))
@@ -239,16 +262,239 @@ def test_an_unfinished_run_is_judged_up_to_its_last_step_and_says_so(sim, outcom
     assert "no attempt wrote a final event: judged up to the last step of attempt 0.0" in result.reason
 
 
-
-def test_a_commit_killed_before_its_event_is_inferred_from_ckpt_begin(sim, outcome_of):
-    # Rank 0 made step 8 durable and died before writing ckpt_commit: the resume from it is right,
-    # and the lineage names the attempt that was saving it instead of failing the run.
+def unannounced_commit_of_8(sim, *verdicts):
+    """0.0 began saving step 8 and died before ckpt_commit; 0.1 loads it; ``verdicts``: the witness's ok per look."""
     sim.start("0.0")
     sim.train("0.0", 1, 8, _fresh(sim), ckpt_every=4)
     sim.records = [r for r in sim.records if not (r["ev"] == "ckpt_commit" and r["step"] == 8)]
-    sim.start("0.1", load=8)
+    sim.start("0.1", load=8, path="/ckpt/step_000008")
+    problems = {True: [], False: ["model.pt: crc mismatch"], None: ["/ckpt/step_000008 is gone"]}
+    for ok in verdicts:
+        sim.witness("ckpt_load", "0.1", "/ckpt/step_000008", ok, problems[ok])
     sim.train("0.1", 9, 12, sim.resume(8), ckpt_every=4)
     sim.final("0.1", 12)
+
+
+def test_a_commit_killed_before_its_event_is_inferred_from_ckpt_begin(sim, outcome_of):
+    # Rank 0 made step 8 durable and died before writing ckpt_commit, and the harness verified the
+    # checkpoint when 0.1 loaded it: the lineage names the attempt that was saving it.
+    unannounced_commit_of_8(sim, True)
     result = judge(sim, outcome_of)
     assert result.verdict == "pass", result.reason
     assert "step 8 loaded by attempt 0.1 was never announced with ckpt_commit" in result.reason
+
+
+def test_a_bare_ckpt_begin_is_no_commit_without_the_harness_verifying_the_load(sim, outcome_of):
+    unannounced_commit_of_8(sim)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive", result.reason
+    assert result.reason.startswith("lineage cannot be proven: ")
+    assert ("attempt 0.1 resumed from step 8, which attempt 0.0 began saving (ckpt_begin /ckpt/step_000008) "
+            "but never announced with ckpt_commit") in result.reason
+    assert "no verification (ckpt_verify) of /ckpt/step_000008 as loaded by attempt 0.1" in result.reason
+
+
+def test_a_bare_ckpt_begin_whose_load_failed_verification_is_no_commit(sim, outcome_of):
+    unannounced_commit_of_8(sim, False)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "fail", result.reason
+    assert "the harness found it broken when it was loaded (model.pt: crc mismatch)" in result.reason
+
+
+def test_a_verification_of_another_attempts_load_does_not_vouch_for_this_one(sim, outcome_of):
+    unannounced_commit_of_8(sim, True)
+    next(r for r in sim.records if r["ev"] == "ckpt_verify")["attempt"] = "0.2"
+    assert judge(sim, outcome_of).verdict == "inconclusive"
+
+
+def test_a_bare_ckpt_begin_whose_load_could_not_be_verified_is_no_commit(sim, outcome_of):
+    unannounced_commit_of_8(sim, None)                    # e.g. retention pruned it before the witness looked
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive", result.reason
+    assert "the harness could not verify it when it was loaded (/ckpt/step_000008 is gone)" in result.reason
+
+
+def test_a_batch_skipped_right_after_a_commit_in_the_partial_epoch_fails_against_the_golden_order(outcome_of):
+    sim = Sim(dataset_size=32)                            # 8 steps an epoch
+    sim.start("0.0")
+    sim.train("0.0", 1, 10, _fresh(sim), ckpt_every=10)   # killed right after committing step 10
+    sim.start("0.1", load=10, path="/ckpt/step_000010")
+    cursor = sim.resume(10)
+    cursor.offset += 4                                    # starts one global batch further
+    sim.train("0.1", 11, 13, cursor)
+    sim.final("0.1", 13)
+    # Nothing was rolled back, and epoch 1 never finished: the run's own history cannot tell.
+    assert judge(sim, outcome_of).verdict == "pass"
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(13, dataset_size=32)))
+    assert result.verdict == "fail", result.reason
+    perm = _fresh(sim).permutation(1)
+    assert {m["index"] for m in result.figures["missing"]["first"]} == set(perm[8:12])
+    assert result.figures["unexpected"]["count"] == 4
+    assert {u["index"] for u in result.figures["unexpected"]["first"]} == set(perm[20:24])
+    assert "4 missing (e.g. index" in result.reason
+    assert "which the fault-free run consumed within the epoch's first 5 step(s)" in result.reason
+    assert "4 consumed ahead of the fault-free run's order" in result.reason
+
+
+def test_a_cursor_recomputed_for_the_new_world_size_fails_against_the_golden_order(outcome_of):
+    sim = Sim(dataset_size=32)
+    sim.start("0.0", world=1)                             # 2 samples a step: epoch 1 starts at step 17
+    sim.train("0.0", 1, 22, _fresh(sim), ckpt_every=20)   # step 20 leaves the cursor at offset 8 of epoch 1
+    sim.start("0.1", world=2, load=20, path="/ckpt/step_000020")
+    cursor = sim.resume(20)
+    cursor.offset = 4 * 4                                 # 4 steps into the epoch x the new global batch of 4
+    sim.train("0.1", 21, 23, cursor)
+    sim.final("0.1", 23)
+    # The rolled-back steps 21, 22 ran under another world size, so they cannot be compared either.
+    assert judge(sim, outcome_of).verdict == "pass"
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(23, world=2, dataset_size=32)))
+    assert result.verdict == "fail", result.reason
+    perm = _fresh(sim).permutation(1)
+    assert result.figures["missing"]["count"] == 8
+    assert {m["index"] for m in result.figures["missing"]["first"]} <= set(perm[8:16])
+    assert result.figures["unexpected"]["count"] == 8
+    assert result.figures["golden"]["world_size"] == 2
+
+
+def test_a_world_size_change_between_golden_steps_passes_against_the_golden_order(sim, outcome_of):
+    sim.start("0.0", world=2)
+    sim.train("0.0", 1, 6, _fresh(sim), ckpt_every=6)     # epoch 1 at offset 8
+    sim.start("0.1", world=1, load=6, path="/ckpt/step_000006")
+    sim.train("0.1", 7, 9, sim.resume(6))                 # 2 samples a step: 14 of epoch 1, between golden 12 and 16
+    sim.final("0.1", 9)
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(8)))
+    assert result.verdict == "pass", result.reason
+    assert result.figures["golden"]["compared_epochs"] == [0, 1]
+    assert "14 of 16 in partial epoch 1 (none twice, in the fault-free run's order)" in result.reason
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_step_counter_that_jumps_ahead_fails_naming_the_missing_steps(sim, outcome_of, resumed):
+    sim.start("0.0")
+    cursor = sim.train("0.0", 1, 20, _fresh(sim), ckpt_every=20)
+    if resumed:
+        sim.start("0.1", load=20, path="/ckpt/step_000020")
+        cursor = sim.resume(20)
+    attempt = "0.1" if resumed else "0.0"
+    sim.train(attempt, 25, 60, cursor)                    # the samples follow on; the step numbers do not
+    sim.final(attempt, 60)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "fail", result.reason
+    assert result.figures["missing_steps"] == [21, 22, 23, 24]
+    assert result.reason.startswith("the kept history lacks step(s) 21..24 (it must run 1..60 without a gap")
+
+
+def test_steps_that_report_no_samples_in_the_partial_epoch_are_inconclusive_naming_them(sim, outcome_of):
+    sim.start("0.0")
+    sim.train("0.0", 1, 7, _fresh(sim))                   # epoch 1 (steps 5..8) is unfinished
+    for r in sim.records:
+        if r["ev"] == "step" and (r["step"] == 6 or (r["step"] == 7 and r["rank"] == 1)):
+            r["samples"] = []
+    sim.final("0.0", 7)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive", result.reason
+    assert result.figures["untraced_steps"] == ["6 (every rank)", "7 (rank 1)"]
+    assert result.reason.startswith("consumption cannot be traced at step(s) 6 (every rank), 7 (rank 1)")
+
+
+def test_gaps_that_an_untraced_step_may_explain_are_inconclusive(sim, outcome_of):
+    sim.start("0.0")
+    sim.train("0.0", 1, 7, _fresh(sim))
+    for r in sim.records:
+        if r["ev"] == "step" and r["step"] == 2 and r["rank"] == 1:
+            r["samples"] = []
+    sim.final("0.0", 7)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive", result.reason
+    assert result.reason.startswith("consumption cannot be traced at step(s) 2 (rank 1)")
+    assert "unexplained so far: 2 missing" in result.reason
+
+
+def test_a_rank_with_no_samples_on_the_short_last_step_of_an_epoch_passes(outcome_of):
+    sim = Sim(dataset_size=14)                            # step 4 of each epoch has 2 samples: rank 1 gets none
+    sim.start("0.0")
+    sim.train("0.0", 1, 6, _fresh(sim))
+    sim.final("0.0", 6)
+    assert [r["samples"] for r in sim.records if r["ev"] == "step" and r["step"] == 4][1] == []
+    result = judge(sim, outcome_of)
+    assert result.verdict == "pass", result.reason
+    assert result.figures["untraced_steps"] == []
+
+
+def test_a_finding_no_untraced_step_can_explain_fails(sim, outcome_of):
+    sim.start("0.0")
+    sim.train("0.0", 1, 7, _fresh(sim))
+    for r in sim.records:
+        if r["ev"] == "step" and r["step"] == 6:
+            r["samples"] = []
+    sim.emit("step", "0.0", 0, step=8, epoch=1, samples=[99], loss=0.1)
+    sim.final("0.0", 8)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "fail", result.reason
+    assert result.reason.startswith("1 outside 0..15")
+    assert "consumption cannot be traced at step(s) 6 (every rank)" in result.reason
+
+
+def test_the_golden_run_is_not_asked_when_nothing_was_resumed(sim, outcome_of):
+    def unused():
+        raise AssertionError("a run that never resumed has nothing to compare with the golden order")
+
+    sim.start("0.0")
+    sim.train("0.0", 1, 7, _fresh(sim), ckpt_every=3)
+    sim.final("0.0", 7)
+    result = judge(sim, lambda h: outcome_of(h, golden=unused))
+    assert result.verdict == "pass", result.reason
+    assert result.figures["golden"] is None
+    # Nor when every resume continued an epoch that then completed: completeness judges it.
+    sim = Sim()
+    killed_at_8_resumed_from_6(sim)
+    assert judge(sim, lambda h: outcome_of(h, golden=unused)).verdict == "pass"
+    # Nor when the sampler is not deterministic: its order after a resume owes the golden run nothing.
+    sim = Sim()
+    resumed_into_the_partial_epoch(sim)
+    result = judge(sim, lambda h: outcome_of(h, golden=unused), deterministic_order=False)
+    assert result.verdict == "pass", result.reason
+
+
+def resumed_into_the_partial_epoch(sim):
+    """0.0 commits step 6 (halfway through epoch 1) and dies; 0.1 resumes there and stops at step 7."""
+    sim.start("0.0")
+    sim.train("0.0", 1, 6, _fresh(sim), ckpt_every=6)
+    sim.start("0.1", load=6, path="/ckpt/step_000006")
+    sim.train("0.1", 7, 7, sim.resume(6))
+    sim.final("0.1", 7)
+
+
+def test_a_failed_golden_run_is_a_note_and_the_check_goes_on_without_it(sim, outcome_of):
+    def broken():
+        raise HarnessError("the fault-free golden run failed (exit 1, timed out: False)")
+
+    resumed_into_the_partial_epoch(sim)
+    result = judge(sim, lambda h: outcome_of(h, golden=broken))
+    assert result.verdict == "pass", result.reason
+    assert "no golden comparison: the fault-free golden run failed" in result.reason
+
+
+def test_a_run_that_consumed_more_than_the_golden_run_is_judged_only_up_to_its_end(sim, outcome_of):
+    resumed_into_the_partial_epoch(sim)
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(6)))
+    assert result.verdict == "pass", result.reason
+    assert "this run consumed 12 indices of epoch 1, the golden run only 8: it cannot judge past its own end" \
+        in result.reason
+    assert result.figures["golden"]["unjudged_epochs"] == [1]
+    assert "its gaps are not judged: no golden run's order covers it" in result.reason
+
+
+def test_a_skip_within_the_drop_last_tolerance_is_found_against_the_golden_order(sim, outcome_of):
+    sim.start("0.0")
+    sim.train("0.0", 1, 6, _fresh(sim), ckpt_every=6)
+    sim.start("0.1", load=6, path="/ckpt/step_000006")
+    cursor = sim.resume(6)
+    cursor.offset += 4                                    # epoch 1 ends 4 short: within the tolerance below
+    sim.train("0.1", 7, 11, cursor)
+    sim.final("0.1", 11)
+    assert judge(sim, outcome_of, max_missing_per_epoch=4).verdict == "pass"
+    result = judge(sim, lambda h: outcome_of(h, golden=golden_run(12)), max_missing_per_epoch=4)
+    assert result.verdict == "fail", result.reason
+    assert result.figures["missing"]["count"] == 4
+    assert {m["epoch"] for m in result.figures["missing"]["first"]} == {1}
