@@ -158,7 +158,10 @@ def test_silently_loading_a_corrupted_checkpoint_is_not_a_pass(tmp_path: Path) -
     assert v["matches_golden"].verdict == "fail", describe(report)
     # Nothing reported which checkpoint the restart loaded: "never loaded" would be a lie.
     assert v["checkpoint_integrity"].verdict in ("inconclusive", "fail"), describe(report)
-    assert v["exactly_once"].verdict in ("inconclusive", "fail"), describe(report)
+    # No ckpt_load either: the samples may be judged only if the fault-free run's order confirms them
+    # (the bit flip hit the weights, not the sampler state).
+    eo = v["exactly_once"]
+    assert eo.verdict in ("inconclusive", "fail") or "fault-free run's order" in eo.reason, describe(report)
     assert report.exit_code == 1
 
 
