@@ -14,6 +14,44 @@ Record = dict[str, Any]
 HARNESS_LOG = "harness.jsonl"
 
 
+_NUMBER = (int, float)
+_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    # What the checks read of each workload event, and the type it must have (DESIGN.md's protocol).
+    "start": {},
+    "step": {"step": (int,), "epoch": (int,)},
+    "ckpt_begin": {"step": (int,), "path": (str,)},
+    "ckpt_commit": {"step": (int,), "path": (str,)},
+    "ckpt_error": {"step": (int,)},
+    "ckpt_load": {"step": (int,)},
+    "ckpt_reject": {"path": (str,)},
+    "final": {"step": (int,)},
+}
+_COMMON: dict[str, tuple[type, ...]] = {"t": _NUMBER, "attempt": (str,), "rank": (int,)}
+
+
+def record_problem(record: Record) -> str | None:
+    """Why a workload record breaks the event protocol (a missing or mistyped field), or None.
+
+    A malformed record is named and left out, never read with a default: a ``step`` without an
+    integer step number would otherwise count as step 0 and quietly change a verdict.
+    """
+    ev = record.get("ev")
+    if not isinstance(ev, str):
+        return "no 'ev' name"
+    required = {**_COMMON, **_FIELDS.get(ev, {})}
+    for name, types in required.items():
+        value = record.get(name)
+        if not isinstance(value, types) or isinstance(value, bool):
+            kinds = " or ".join(t.__name__ for t in types)
+            got = "missing" if name not in record else f"got {value!r}"[:60]
+            return f"{ev} event: '{name}' must be {kinds}, {got}"
+    samples = record.get("samples")
+    if ev == "step" and samples is not None and (
+            not isinstance(samples, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in samples)):
+        return "step event: 'samples' must be a list of dataset indices (integers)"
+    return None
+
+
 class EventTail:
     """Follows every ``*.jsonl`` file in a directory, returning only complete new lines.
 
@@ -21,11 +59,14 @@ class EventTail:
     reader racing a writer never sees half a record.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, validate: bool = False) -> None:
         self.directory = Path(directory)
+        self.validate = validate
+        """Hold workload records to the protocol (``record_problem``); the harness's own need no check."""
         self._offsets: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
-        self.bad_lines: list[tuple[str, str]] = []
+        self.bad_lines: list[str] = []
+        """``file: problem: line`` for every line left out: not JSON, or breaking the protocol."""
 
     def poll(self) -> list[Record]:
         out: list[Record] = []
@@ -55,25 +96,34 @@ class EventTail:
         for line in lines[:-1]:
             if not line.strip():
                 continue
+            text = line[:160].decode(errors="replace")
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:
-                self.bad_lines.append((path.name, line[:200].decode(errors="replace")))
+                self.bad_lines.append(f"{path.name}: not JSON: {text}")
                 continue
-            if isinstance(record, dict) and "ev" in record:
-                yield record
+            if not isinstance(record, dict) or "ev" not in record:
+                continue
+            problem = record_problem(record) if self.validate else None
+            if problem:
+                self.bad_lines.append(f"{path.name}: {problem}: {text}")
+                continue
+            yield record
 
 
-def read_records(paths: Iterable[str | os.PathLike[str]]) -> list[Record]:
-    """Every well-formed record of the given files or directories, merged by ``t``."""
+def read_records(paths: Iterable[str | os.PathLike[str]], *, validate: bool = False,
+                 bad_lines: list[str] | None = None) -> list[Record]:
+    """Every well-formed record of the given files or directories, merged by ``t``; what was left out goes to ``bad_lines``."""
     records: list[Record] = []
     for p in paths:
         p = Path(p)
-        tail = EventTail(p if p.is_dir() else p.parent)
+        tail = EventTail(p if p.is_dir() else p.parent, validate=validate)
         if p.is_dir():
             records.extend(tail.poll())
         elif p.exists():
             records.extend(tail._read_new(p))
+        if bad_lines is not None:
+            bad_lines.extend(tail.bad_lines)
     return sorted(records, key=lambda r: r.get("t", 0.0))
 
 
@@ -90,6 +140,8 @@ class History:
     """The whole run as one time-ordered list of workload and harness records."""
 
     records: list[Record] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    """Workload lines left out of the history because they broke the protocol (see ``record_problem``)."""
 
     def __post_init__(self) -> None:
         self.records.sort(key=lambda r: r.get("t", 0.0))
@@ -97,7 +149,10 @@ class History:
     @classmethod
     def from_run_dir(cls, run_dir: str | os.PathLike[str]) -> "History":
         run_dir = Path(run_dir)
-        return cls(read_records([run_dir / "events", run_dir / HARNESS_LOG]))
+        malformed: list[str] = []
+        records = read_records([run_dir / "events"], validate=True, bad_lines=malformed)
+        records += read_records([run_dir / HARNESS_LOG])
+        return cls(records, malformed)
 
     def add(self, records: Iterable[Record]) -> None:
         self.records.extend(records)

@@ -105,6 +105,15 @@ def judge_faults(faults: list[FaultRecord], final_step: int) -> list[CheckResult
     return out
 
 
+def judge_protocol(malformed: list[str]) -> CheckResult:
+    """Event lines that broke the protocol were left out: every verdict above was judged without them."""
+    shown = "; ".join(malformed[:3]) + (f" (+{len(malformed) - 3} more)" if len(malformed) > 3 else "")
+    return CheckResult("event_protocol", "inconclusive",
+                       f"{len(malformed)} event line(s) broke the protocol and were left out of the history, so "
+                       f"the verdicts were judged without them: {shown}; fix the workload's events (chaos.sdk "
+                       f"writes them right)", {"malformed": malformed[:50]})
+
+
 def exit_code_for(results: list[CheckResult], *, harness_error: bool = False,
                   interrupted_by: int | None = None) -> int:
     """The one rule: 0 only when every verdict is a pass; fail or inconclusive -> 1; a harness error -> 3."""

@@ -21,7 +21,7 @@ from chaos.experiment import Experiment, FaultSpec
 from chaos.faults.base import Fault
 from chaos.health.relaunch import next_launch, relaunch
 from chaos.ledger import Ledger
-from chaos.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults
+from chaos.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults, judge_protocol
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
 from chaos.registry import TARGETS
@@ -211,6 +211,8 @@ class Runner:
             exit_code=exit_code, timed_out=timed_out, wall_s=wall_s, faults=records,
             diagnostics=diagnostics, golden=self.golden, output_tail=tail_output)
         results = judge_faults(records, history.max_step()) if harness_error is None else []
+        if history.malformed:
+            results.append(judge_protocol(history.malformed))
         results += [self._evaluate(spec, outcome) for spec in self.exp.checks]
         if revert_failures:
             results.append(CheckResult("revert", "error", f"{len(revert_failures)} revert(s) failed: "
@@ -263,7 +265,7 @@ class Runner:
 
     def _loop(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord],
               diagnostics: list[str], start: float) -> tuple[int | None, bool]:
-        tail = EventTail(run.events_dir)
+        tail = EventTail(run.events_dir, validate=True)
         step_re = re.compile(self.exp.workload.step_regex) if self.exp.workload.step_regex else None
         out_tail = _LineTail(run.run_dir / "output.log") if step_re else None
         max_step = 0
