@@ -5,31 +5,56 @@ actually loaded may be gone by then. The witness verifies a checkpoint when its 
 ``ckpt_load`` is seen and writes a ``ckpt_verify`` record into harness.jsonl, so the checks can
 judge what was loaded from evidence the harness gathered itself, not from what the workload says.
 
-Verification runs on one background thread: hashing a large checkpoint must not hold up the
-run loop that fires triggers and watches the process tree.
+The looks happen in one child process (``python -m chaos.witness``), not a thread: hashing a large
+checkpoint, and the torch import a DCP ``.metadata`` needs, would hold the harness's GIL and delay
+the run loop that fires triggers (a kill meant for 0.4 s into a save landed 1.2 s in). The child
+reads requests on stdin and exits at end of input, so it dies with a harness that was SIGKILLed.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from concurrent.futures import Future, ThreadPoolExecutor
+import subprocess
+import sys
+import threading
 from pathlib import Path
-from typing import Any, Callable
-
-from chaos.checkpoint.verify import UnusableInput, verify
+from typing import IO, Any, Callable
 
 WATCHED = ("ckpt_commit", "ckpt_load")
+CLOSE_TIMEOUT_S = 120.0
+"""How long the end of a run waits for looks still under way (a multi-GB checkpoint hashes in seconds)."""
+
+
+def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None) -> dict[str, Any]:
+    """Verify one checkpoint path; the fields of its ``ckpt_verify`` record (ok None: gone, or unjudgeable)."""
+    from chaos.checkpoint.verify import UnusableInput, verify
+
+    verify_fn = verify_fn or verify
+    path = Path(str(request["path"]))
+    fields = dict(request)
+    try:
+        report = verify_fn(path, load=False)
+    except UnusableInput as exc:
+        gone = not os.path.lexists(path)
+        fields.update(ok=None if gone else False, gone=gone, problems=[str(exc)])
+    except Exception as exc:  # a verifier bug is no verdict on the checkpoint: say it, judge nothing from it
+        fields.update(ok=None, gone=False, problems=[f"verifier crashed: {type(exc).__name__}: {exc}"])
+    else:
+        fields.update(ok=report.ok, gone=False, format=report.kind, problems=report.all_problems()[:5])
+    return fields
 
 
 class CheckpointWitness:
-    """Verifies every committed or loaded checkpoint path once per (event, path), in the background."""
+    """Sends every committed or loaded checkpoint path (once per event, path and attempt) to the child."""
 
-    def __init__(self, log: Callable[..., Any], *, verify_fn: Callable[..., Any] = verify) -> None:
+    def __init__(self, log: Callable[..., Any]) -> None:
         self._log = log
-        self._verify = verify_fn
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chaos-witness")
         self._seen: set[tuple[str, str, str]] = set()
-        self._pending: list[Future] = []
+        self._child: subprocess.Popen[str] | None = None
+        self._reader: threading.Thread | None = None
+        self._sent = 0
+        self._answered = 0
 
     def observe(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
@@ -41,25 +66,66 @@ class CheckpointWitness:
             if key in self._seen:
                 continue
             self._seen.add(key)
-            self._pending.append(self._pool.submit(self._look, rec))
+            self._send({"path": str(path), "step": rec.get("step"), "seen": ev, "attempt": rec.get("attempt"),
+                        "t_event": rec.get("t")})
 
-    def _look(self, rec: dict[str, Any]) -> None:
-        path = Path(str(rec["path"]))
-        fields: dict[str, Any] = {"path": str(path), "step": rec.get("step"), "seen": rec["ev"],
-                                  "attempt": rec.get("attempt"), "t_event": rec.get("t")}
+    def _send(self, request: dict[str, Any]) -> None:
+        if self._child is None:
+            # Its own session: a Ctrl-C meant for the harness must not cut a look short; it ends
+            # when its stdin does.
+            self._child = subprocess.Popen([sys.executable, "-m", "chaos.witness"], stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                           start_new_session=True)
+            self._reader = threading.Thread(target=self._read, args=(self._child.stdout,),
+                                            name="chaos-witness", daemon=True)
+            self._reader.start()
+        assert self._child.stdin is not None
         try:
-            report = self._verify(path, load=False)
-        except UnusableInput as exc:
-            gone = not os.path.lexists(path)
-            fields.update(ok=None if gone else False, gone=gone, problems=[str(exc)])
-        except Exception as exc:  # a verifier bug must not kill the run loop; say it, judge nothing from it
-            fields.update(ok=None, gone=False, problems=[f"verifier crashed: {type(exc).__name__}: {exc}"])
-        else:
-            fields.update(ok=report.ok, gone=False, format=report.kind, problems=report.all_problems()[:5])
-        self._log("ckpt_verify", **fields)
+            self._child.stdin.write(json.dumps(request) + "\n")
+            self._child.stdin.flush()
+            self._sent += 1
+        except OSError as exc:  # the child died: the check will see this look as missing
+            self._log("ckpt_verify", **request, ok=None, gone=False, problems=[f"witness unavailable: {exc}"])
+
+    def _read(self, stream: IO[str]) -> None:
+        for line in stream:
+            try:
+                fields = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            self._answered += 1
+            self._log("ckpt_verify", **fields)
 
     def close(self) -> None:
-        """Wait for every look under way (their records belong to this run's history), then stop."""
-        for future in self._pending:
-            future.exception()
-        self._pool.shutdown(wait=True)
+        """Wait for every look under way (their records belong to this run's history), then stop the child."""
+        if self._child is None:
+            return
+        try:
+            if self._child.stdin is not None:
+                self._child.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._child.wait(timeout=CLOSE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self._child.kill()
+            self._child.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+        if self._answered < self._sent:
+            self._log("witness_incomplete", sent=self._sent, answered=self._answered)
+
+
+def serve(stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:
+    """The child's loop: one JSON request a line in, one ``ckpt_verify`` field set a line out."""
+    for line in stdin:
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        stdout.write(json.dumps(look(request), default=str) + "\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()

@@ -182,6 +182,7 @@ class CheckpointManager:
         meta: dict[str, Any] | None = None,
         events: Any = sdk,
         sleep: Callable[[float], None] = time.sleep,
+        write_delay_s: float = 0.0,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir).absolute()
         self.fmt = fmt
@@ -193,6 +194,7 @@ class CheckpointManager:
         self.meta = {"world_size": comm.world_size, "format": fmt.name, **(meta or {})}
         self.events = events
         self.sleep = sleep
+        self.write_delay_s = write_delay_s
         self.results: list[SaveResult] = []
         self._thread: threading.Thread | None = None
         self._thread_error: BaseException | None = None
@@ -336,6 +338,8 @@ class CheckpointManager:
         try:
             self.fmt.write_collective(staged, tmp, comm)
             self.fmt.write_local(staged, tmp, comm.rank)
+            if self.write_delay_s:
+                time.sleep(self.write_delay_s)  # not self.sleep: that one is the retry backoff tests fake
         except RECOVERABLE as exc:  # a local failure must still reach the agreement below
             error = _describe(exc, comm.rank)
         self._agree(comm, error, tmp)

@@ -70,6 +70,9 @@ class TrainConfig:
     ckpt_retry_wait_s: float = 0.2
     """First backoff between save attempts, doubled per attempt (capped at 2 s)."""
 
+    ckpt_write_delay_s: float = 0.0
+    """Seconds each save waits after writing its files and before sealing them: a stand-in for slow storage that widens the window in which a kill tears a save, whatever the machine's speed."""
+
     async_save: bool = False
     """Stage the state in CPU memory and write it in a background thread (same commit guarantees)."""
 

@@ -1,0 +1,50 @@
+"""The witness: a child process verifies each committed or loaded checkpoint and its verdict lands in the history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from chaos.checkpoint.manifest import build_manifest, write_manifest
+from chaos.witness import CheckpointWitness
+
+
+def sealed(path: Path, step: int) -> Path:
+    path.mkdir(parents=True)
+    (path / "shard.bin").write_bytes(bytes(range(256)) * 64)
+    write_manifest(path, build_manifest(path, step, format="test"))
+    return path
+
+
+def event(ev: str, path: Path, attempt: str = "0.0", step: int = 10, rank: int = 0) -> dict:
+    return {"ev": ev, "t": 1.0, "path": str(path), "step": step, "attempt": attempt, "rank": rank}
+
+
+def test_each_look_is_logged_with_its_verdict(tmp_path: Path) -> None:
+    logged: list[dict] = []
+    good = sealed(tmp_path / "step_000010", 10)
+    torn = sealed(tmp_path / "step_000020", 20)
+    (torn / "shard.bin").write_bytes(b"torn")
+    witness = CheckpointWitness(lambda ev, **fields: logged.append({"ev": ev, **fields}))
+    witness.observe([event("ckpt_commit", good), event("ckpt_commit", torn, step=20),
+                     event("ckpt_load", good, attempt="0.1"), event("ckpt_load", good, attempt="0.1", rank=1),
+                     event("ckpt_load", tmp_path / "step_000030", attempt="0.1", step=30),
+                     {"ev": "ckpt_commit", "path": str(good), "source": "harness"}])
+    child = witness._child
+    witness.close()
+    assert child is not None and child.returncode == 0  # it ended with its input, leaving nothing behind
+    by_key = {(r["seen"], Path(r["path"]).name, r["attempt"]): r for r in logged}
+    # Two ranks reporting the same load get one look; a harness record is not a workload event.
+    assert len(logged) == 4 and all(r["ev"] == "ckpt_verify" for r in logged)
+    assert by_key[("ckpt_commit", "step_000010", "0.0")]["ok"] is True
+    torn_look = by_key[("ckpt_commit", "step_000020", "0.0")]
+    assert torn_look["ok"] is False and torn_look["problems"]
+    gone = by_key[("ckpt_load", "step_000030", "0.1")]
+    assert gone["ok"] is None and gone["gone"] is True
+    assert by_key[("ckpt_load", "step_000010", "0.1")]["t_event"] == 1.0
+
+
+def test_a_run_without_checkpoints_starts_no_child() -> None:
+    witness = CheckpointWitness(lambda *a, **k: None)
+    witness.observe([{"ev": "step", "step": 1}])
+    witness.close()
+    assert witness._child is None
