@@ -15,6 +15,7 @@ import pytest
 
 from chaos.events import History
 from chaos.experiment import load_experiment
+from chaos.golden import Golden
 from chaos.runner import RunReport, Runner
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,7 +118,8 @@ def test_crash_instead_of_retrying_on_enospc(tmp_path: Path) -> None:
 
 def test_kill_rank_on_ckpt_begin_lands_mid_write_on_fsdp(tmp_path: Path) -> None:
     exp = load_experiment(REPO / "experiments" / "kill-during-save-fsdp.yaml")
-    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    # The experiment checks matches_golden: the golden run is cached by config, shared with the suite's.
+    report = Runner(exp, runs_root=tmp_path / "runs", golden=Golden(exp, tmp_path / "runs")).run()
     assert report.exit_code == 0, describe(report)
     history = History.from_run_dir(report.run_dir)
     kill = next(r for r in history.of("fault_inject") if r.get("kind") == "kill-rank")
