@@ -170,41 +170,31 @@ def test_regex_workload_recovery_time_passes_with_figures_seen_from_outside(tmp_
     assert check.verdict == "pass" and "seen from outside" in check.reason, check
 
 
-def test_a_fault_whose_trigger_never_fires_fails_the_run(tmp_path: Path) -> None:
-    exp = experiment(tmp_path, """\
+@pytest.mark.parametrize("optional", [False, True])
+def test_a_fault_whose_trigger_never_fires_fails_the_run_unless_optional(tmp_path: Path, optional: bool) -> None:
+    exp = experiment(tmp_path, f"""\
         faults:
           - kind: kill-rank
             rank: 1
-            trigger: {at_step: 500}
+            optional: {str(optional).lower()}
+            trigger: {{at_step: 500}}
         checks:
-          - completes: {min_step: 40}
+          - completes: {{min_step: 40}}
         """)
     report = Runner(exp, runs_root=tmp_path / "runs").run()
-    assert report.exit_code == 1
-    verdicts = {c.kind: c for c in report.checks}
-    assert verdicts["completes"].verdict == "pass"  # the job itself was fine: the experiment proved nothing
-    assert verdicts["fault_injected"].verdict == "fail"
-    assert verdicts["fault_injected"].reason.startswith(
-        'kill-rank#0 never injected: trigger at_step 500, run ended at step 40')
     [fault] = report.outcome.faults
     assert fault.status == "never_fired" and fault.t_inject is None
+    verdicts = {c.kind: c for c in report.checks}
+    assert verdicts["completes"].verdict == "pass"  # the job itself was fine: the experiment proved nothing
+    if optional:
+        assert report.exit_code == 0 and "fault_injected" not in verdicts, verdicts
+        return
+    assert report.exit_code == 1
+    assert verdicts["fault_injected"].verdict == "fail"
+    assert verdicts["fault_injected"].reason.startswith(
+        "kill-rank#0 never injected: trigger at_step 500, run ended at step 40")
     junit = (report.run_dir / "junit.xml").read_text()
     assert 'failures="1"' in junit and "never injected" in junit
-
-
-def test_an_optional_fault_may_not_fire(tmp_path: Path) -> None:
-    exp = experiment(tmp_path, """\
-        faults:
-          - kind: kill-rank
-            rank: 1
-            optional: true
-            trigger: {at_step: 500}
-        checks:
-          - completes: {min_step: 40}
-        """)
-    report = Runner(exp, runs_root=tmp_path / "runs").run()
-    assert report.exit_code == 0, [(c.kind, c.reason) for c in report.checks]
-    assert report.outcome.faults[0].status == "never_fired"
 
 
 def test_a_delayed_injection_still_pending_at_the_end_fails_the_run(tmp_path: Path) -> None:
