@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from chaos.report import headline
 
 if TYPE_CHECKING:
-    from chaos.runner import RunReport
+    from chaos.outcome import RunReport
 
 
 def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:

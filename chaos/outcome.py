@@ -83,6 +83,21 @@ class CheckResult:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class RunReport:
+    """What ``chaos run`` returns: the outcome, the verdicts and where everything was written."""
+
+    outcome: RunOutcome
+    checks: list[CheckResult]
+    run_dir: Path
+    exit_code: int
+    revert_failures: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+
 def judge_faults(faults: list[FaultRecord], final_step: int) -> list[CheckResult]:
     """A fault that was requested but did not act fails the run, unless the experiment marked it optional.
 

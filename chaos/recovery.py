@@ -8,12 +8,10 @@ not is seen from outside (worker spawns and exits the harness watched, steps mat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chaos.events import History, Record
-
-if TYPE_CHECKING:
-    from chaos.outcome import FaultRecord
+from chaos.outcome import FaultRecord
 
 # Workload events that show the job reacted to a fault on its own (as opposed to dying of it).
 REACTION_EVENTS = ("health", "ckpt_error", "ckpt_reject")
@@ -43,7 +41,7 @@ def _normal_end(history: History, attempt: str) -> float | None:
     return None
 
 
-def _reaction(history: History, fault: "FaultRecord", before: str, until: float | None) -> Record | None:
+def _reaction(history: History, fault: FaultRecord, before: str, until: float | None) -> Record | None:
     """The first sign that the job noticed the fault, caused by it and before it was released.
 
     A worker exit that is the attempt's normal end (after its ``final``, or the clean exit of the
@@ -70,7 +68,7 @@ def _reaction(history: History, fault: "FaultRecord", before: str, until: float 
     return None
 
 
-def compute_recovery(history: History, fault: "FaultRecord") -> dict[str, Any]:
+def compute_recovery(history: History, fault: FaultRecord) -> dict[str, Any]:
     """Figures for one fault injected at ``fault.t_inject``; a figure is None when it never happened."""
     t0 = fault.t_inject or 0.0
     before, seen_by = _attempt_at(history, t0)

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 if TYPE_CHECKING:
-    from chaos.runner import RunReport
+    from chaos.outcome import RunReport
 
 _STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta", "inconclusive": "bold yellow"}
 VERDICT_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "inconclusive": "INCONCLUSIVE"}

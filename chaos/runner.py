@@ -20,8 +20,10 @@ from chaos.events import EventTail, History, attempt_key
 from chaos.experiment import Experiment, FaultSpec
 from chaos.faults.base import Fault
 from chaos.health.relaunch import next_launch, relaunch
+from chaos.journal import write_journal, write_junit
 from chaos.ledger import Ledger
-from chaos.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults, judge_protocol
+from chaos.outcome import (CheckResult, FaultRecord, RunOutcome, RunReport, exit_code_for, judge_faults,
+                           judge_protocol)
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
 from chaos.registry import TARGETS
@@ -57,21 +59,6 @@ class _Armed:
         if self.spec.trigger.times is not None:
             return self.spec.trigger.times
         return None if self.trigger.repeating else 1
-
-
-@dataclass
-class RunReport:
-    """What ``chaos run`` returns: the outcome, the verdicts and where everything was written."""
-
-    outcome: RunOutcome
-    checks: list[CheckResult]
-    run_dir: Path
-    exit_code: int
-    revert_failures: list[str] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        return self.exit_code == 0
 
 
 def new_run_dir(runs_root: Path, name: str) -> Path:
@@ -219,8 +206,6 @@ class Runner:
                                        + "; ".join(revert_failures)))
         code = exit_code_for(results, harness_error=harness_error is not None, interrupted_by=interrupted_by)
         report = RunReport(outcome, results, run.run_dir, code, revert_failures)
-        from chaos.journal import write_journal, write_junit
-
         write_journal(report, wall0)
         write_junit(report)
         return report

@@ -16,7 +16,8 @@ import pytest
 from chaos.events import History
 from chaos.experiment import load_experiment
 from chaos.golden import Golden
-from chaos.runner import RunReport, Runner
+from chaos.outcome import RunReport
+from chaos.runner import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 MANAGERS = REPO / "tests" / "fixtures" / "ckpt_managers"

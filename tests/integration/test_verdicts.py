@@ -10,7 +10,8 @@ import pytest
 
 from chaos.experiment import load_experiment
 from chaos.golden import Golden
-from chaos.runner import RunReport, Runner
+from chaos.outcome import RunReport
+from chaos.runner import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
