@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
@@ -31,10 +32,21 @@ def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:
         "max_step": h.max_step(),
         "diagnostics": o.diagnostics,
         "commands": [r["cmdline"] for r in h.of("cmd")],
+        "checkpoints": checkpoint_figures(h),
         "faults": [asdict(f) for f in o.faults],
         "checks": [asdict(c) for c in report.checks],
         "revert_failures": report.revert_failures,
     }
+
+
+def checkpoint_figures(history: Any) -> dict[str, Any]:
+    """What the run's saves cost, from the workload's own ``ckpt_commit`` events (seconds, bytes)."""
+    commits = history.of("ckpt_commit")
+    seconds = [float(r["seconds"]) for r in commits if isinstance(r.get("seconds"), (int, float))]
+    sizes = [int(r["bytes"]) for r in commits if isinstance(r.get("bytes"), int)]
+    return {"saves": len(commits),
+            "save_s_median": round(statistics.median(seconds), 4) if seconds else None,
+            "bytes_median": int(statistics.median(sizes)) if sizes else None}
 
 
 def write_journal(report: "RunReport", wall0: float) -> None:

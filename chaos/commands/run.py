@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
 
 from rich.console import Console
 
+from chaos.baseline import Comparison, compare, load_baseline, markdown_summary
 from chaos.commands.validate import experiment_files
-from chaos.errors import ChaosError, ExperimentError
+from chaos.errors import ChaosError, ExperimentError, UsageError
 from chaos.experiment import load_experiment
 from chaos.golden import Golden
 from chaos.report import print_report
@@ -24,6 +26,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="print every action with the exact commands it would run, and run none")
     p.add_argument("--junit", metavar="PATH", help="also write a combined JUnit XML report here")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="gate on figures: fail when one regresses against this baseline (chaos baseline save)")
+    p.add_argument("--repeat", type=int, default=1, metavar="N",
+                   help="run each experiment N times; figures are compared as medians (default 1)")
+    p.add_argument("--summary-md", metavar="PATH", help="with --baseline: write the comparison as Markdown here")
     p.set_defaults(func=run)
 
 
@@ -43,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
             print(str(p), file=sys.stderr)
         return 2
     runs_root = Path(args.runs_dir)
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be 1 or more, not {args.repeat}")
+    baseline = load_baseline(args.baseline) if args.baseline else None  # a bad file fails before any run
     if args.dry_run:
         for exp in experiments:
             console.print(f"[bold]{exp.name}[/] (dry run: nothing is executed)")
@@ -52,34 +62,75 @@ def run(args: argparse.Namespace) -> int:
     worst = 0
     reports = []
     for exp in experiments:
-        console.print(f"[dim]running {exp.name} ({exp.source}) ...[/]")
-        try:
-            report = Runner(exp, runs_root=runs_root, golden=Golden(exp, runs_root),
-                            echo=lambda m: console.print(f"  [dim]{m}[/]")).run()
-        except ChaosError as exc:
-            console.print(f"[bold magenta]ERROR[/] {exp.name}: {exc}")
-            worst = max(worst, exc.exit_code)
-            continue
-        print_report(report, console)
-        reports.append(report)
-        worst = max(worst, report.exit_code)
-    if len(experiments) > 1:
+        for n in range(args.repeat):
+            again = f" (repeat {n + 1} of {args.repeat})" if args.repeat > 1 else ""
+            console.print(f"[dim]running {exp.name} ({exp.source}){again} ...[/]")
+            try:
+                report = Runner(exp, runs_root=runs_root, golden=Golden(exp, runs_root),
+                                echo=lambda m: console.print(f"  [dim]{m}[/]")).run()
+            except ChaosError as exc:
+                console.print(f"[bold magenta]ERROR[/] {exp.name}: {exc}")
+                worst = max(worst, exc.exit_code)
+                continue
+            print_report(report, console)
+            reports.append(report)
+            worst = max(worst, report.exit_code)
+    if len(reports) > 1:
         passed = sum(r.exit_code == 0 for r in reports)
-        console.print(f"\n[bold]{passed} of {len(experiments)} experiments passed[/]")
+        console.print(f"\n[bold]{passed} of {len(reports)} runs passed[/]")
+    comparisons = _gate(baseline, args, reports, console) if baseline is not None else []
+    if any(c.regressions or c.missing for c in comparisons):
+        worst = max(worst, 1)
     if args.junit:
-        _combine_junit([r.run_dir / "junit.xml" for r in reports], Path(args.junit))
+        _combine_junit([r.run_dir / "junit.xml" for r in reports], Path(args.junit), comparisons)
     return worst
 
 
-def _combine_junit(parts: list[Path], dest: Path) -> None:
+def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Console) -> list[Comparison]:
+    """Compare each experiment's runs (medians over --repeat) with the baseline; print and save the verdicts."""
+    journals: dict[str, list[dict]] = {}
+    for r in reports:
+        journals.setdefault(r.outcome.experiment.name, []).append(json.loads((r.run_dir / "journal.json").read_text()))
+    comparisons = []
+    for name, js in journals.items():
+        comparison = compare(name, js, baseline)
+        if comparison is None:
+            console.print(f"[yellow]no baseline for {name}[/]: its figures are not gated (add it with chaos baseline save)")
+            continue
+        comparisons.append(comparison)
+        for change in comparison.regressions:
+            console.print(f"[bold red]REGRESSED[/] {name}: {change.describe()} "
+                          f"(baseline run {comparison.baseline_runs[0]})")
+        for figure in comparison.missing:
+            console.print(f"[bold red]MISSING[/] {name}: {figure} is in the baseline but this run did not produce it")
+        if not comparison.regressions and not comparison.missing:
+            console.print(f"[green]no regression[/] {name}: {len(comparison.changes)} figure(s) within bounds")
+    if args.summary_md:
+        Path(args.summary_md).write_text(markdown_summary(comparisons))
+    return comparisons
+
+
+def _combine_junit(parts: list[Path], dest: Path, comparisons: list[Comparison] = ()) -> None:
     import xml.etree.ElementTree as ET
 
     root = ET.Element("testsuites")
     for part in parts:
         for suite in ET.parse(part).getroot():
             root.append(suite)
+    for c in comparisons:
+        # One testcase per gated experiment, the figures as properties a CI dashboard can chart.
+        suite = ET.SubElement(root, "testsuite", {"name": f"chaos.baseline.{c.experiment}", "tests": "1",
+                                                  "failures": str(int(bool(c.regressions or c.missing)))})
+        case = ET.SubElement(suite, "testcase", {"classname": "chaos.baseline", "name": c.experiment})
+        props = ET.SubElement(case, "properties")
+        for ch in c.changes:
+            ET.SubElement(props, "property", {"name": ch.figure, "value": f"{ch.now:g}"})
+            ET.SubElement(props, "property", {"name": f"{ch.figure}.baseline", "value": f"{ch.base:g}"})
+        problems = [ch.describe() for ch in c.regressions] + [f"{f} missing" for f in c.missing]
+        if problems:
+            ET.SubElement(case, "failure", {"message": "; ".join(problems)})
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if len(parts) == 1:
+    if len(parts) == 1 and not comparisons:
         shutil.copyfile(parts[0], dest)
     else:
         ET.ElementTree(root).write(dest, encoding="utf-8", xml_declaration=True)

@@ -1,0 +1,186 @@
+"""Baselines: the figures of known-good runs, and the rule that says a new run regressed against them.
+
+A pass/fail suite cannot see a change that makes recovery slower or saves heavier. A baseline keeps,
+per experiment, every value each figure took over the baseline's repeats (recovery figures per
+fault, checkpoint save seconds and bytes, wall time); a later run's median regresses only when it
+exceeds the baseline's median by more than the largest of a relative margin, an absolute floor and
+the spread the baseline itself showed, so a noisy 2-core runner does not fail a pull request on
+jitter. Every figure here is "lower is better".
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from chaos.errors import UsageError
+
+VERSION = 1
+RECOVERY = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps")
+ABS_FLOOR = {"s": 1.0, "lost_steps": 2.0, "save_s": 0.25, "bytes": 0.0}
+"""Differences below these are never a regression: scheduling jitter and fsync stalls on a shared runner, one checkpoint interval."""
+REL_MARGIN = 0.25
+"""A median may grow by this fraction of the baseline's before it counts."""
+
+
+def figures_of(journal: dict[str, Any]) -> dict[str, float]:
+    """The comparable figures of one run's journal.json, flat: ``kill-rank#0.resume_s``, ``ckpt.save_s``, ``wall_s``."""
+    out: dict[str, float] = {"wall_s": float(journal["wall_s"])}
+    for fault in journal.get("faults", []):
+        for metric in RECOVERY:
+            value = (fault.get("recovery") or {}).get(metric)
+            if isinstance(value, (int, float)):
+                out[f"{fault['label']}.{metric}"] = float(value)
+    ckpt = journal.get("checkpoints") or {}
+    if ckpt.get("save_s_median") is not None:
+        out["ckpt.save_s"] = float(ckpt["save_s_median"])
+    if ckpt.get("bytes_median") is not None:
+        out["ckpt.bytes"] = float(ckpt["bytes_median"])
+    return out
+
+
+def read_journals(paths: list[str | Path]) -> list[dict[str, Any]]:
+    """journal.json of each run directory given, or of every run directory under a folder of runs."""
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if (p / "journal.json").is_file():
+            found.append(p / "journal.json")
+        elif p.is_dir():
+            found += sorted(p.glob("*/journal.json"))
+        else:
+            raise UsageError(f"{p}: not a run directory (no journal.json) nor a folder of runs")
+    if not found:
+        raise UsageError(f"no journal.json under {', '.join(map(str, paths))}: run experiments first (chaos run)")
+    journals = []
+    for path in found:
+        try:
+            journal = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise UsageError(f"{path}: unreadable journal ({exc}); remove it or re-run that experiment") from None
+        journal["_path"] = str(path.parent)
+        journals.append(journal)
+    return journals
+
+
+def build_baseline(journals: list[dict[str, Any]]) -> dict[str, Any]:
+    """Group runs by experiment; only passing runs make a baseline (a failed run's figures prove nothing)."""
+    experiments: dict[str, Any] = {}
+    for j in journals:
+        if j.get("exit_code") != 0 or j.get("experiment", "").endswith("-golden"):
+            continue
+        entry = experiments.setdefault(j["experiment"], {"runs": [], "figures": {}})
+        entry["runs"].append(j["_path"])
+        for name, value in figures_of(j).items():
+            entry["figures"].setdefault(name, []).append(value)
+    if not experiments:
+        raise UsageError("none of those runs passed: a baseline is made from passing runs only")
+    return {"version": VERSION, "experiments": experiments}
+
+
+def load_baseline(path: str | Path) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UsageError(f"no baseline at {path}: make one with 'chaos baseline save RUNS... -o {path}'") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{path}: not a readable baseline ({exc}); make a new one with 'chaos baseline save'") from None
+    if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("experiments"), dict):
+        raise UsageError(f"{path}: not a chaos baseline of version {VERSION}; make a new one with 'chaos baseline save'")
+    return data
+
+
+@dataclass
+class FigureChange:
+    """One figure of one experiment, now against the baseline."""
+
+    figure: str
+    now: float
+    base: float
+    bound: float
+    runs: int
+    base_runs: int
+
+    @property
+    def regressed(self) -> bool:
+        return self.now > self.bound
+
+    def describe(self) -> str:
+        change = (self.now - self.base) / self.base * 100 if self.base else float("inf")
+        return (f"{self.figure} {_fmt(self.now)} vs baseline {_fmt(self.base)} ({change:+.0f} %, bound "
+                f"{_fmt(self.bound)}; median of {self.runs} run(s) vs {self.base_runs})")
+
+
+@dataclass
+class Comparison:
+    experiment: str
+    baseline_runs: list[str]
+    changes: list[FigureChange] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    """Baseline figures this run did not produce (a fault that no longer fired, a recovery that never came)."""
+
+    @property
+    def regressions(self) -> list[FigureChange]:
+        return [c for c in self.changes if c.regressed]
+
+
+def _floor(figure: str) -> float:
+    metric = figure.rsplit(".", 1)[-1]
+    if metric == "lost_steps":
+        return ABS_FLOOR["lost_steps"]
+    if figure == "ckpt.save_s":
+        return ABS_FLOOR["save_s"]
+    if figure == "ckpt.bytes":
+        return ABS_FLOOR["bytes"]
+    return ABS_FLOOR["s"]
+
+
+def bound_for(figure: str, base_values: list[float], rel: float = REL_MARGIN) -> float:
+    """The largest median that is not a regression: baseline median plus its margin, floor or spread."""
+    base = statistics.median(base_values)
+    spread = max(base_values) - min(base_values)
+    return base + max(rel * abs(base), _floor(figure), spread)
+
+
+def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str, Any],
+            rel: float = REL_MARGIN) -> Comparison | None:
+    """This experiment's runs against its baseline entry (None when the baseline has none)."""
+    entry = baseline["experiments"].get(experiment)
+    if entry is None:
+        return None
+    now: dict[str, list[float]] = {}
+    for j in journals:
+        for name, value in figures_of(j).items():
+            now.setdefault(name, []).append(value)
+    out = Comparison(experiment, entry["runs"])
+    for figure, base_values in sorted(entry["figures"].items()):
+        values = now.get(figure)
+        if not values:
+            out.missing.append(figure)
+            continue
+        out.changes.append(FigureChange(figure, statistics.median(values), statistics.median(base_values),
+                                        bound_for(figure, base_values, rel), len(values), len(base_values)))
+    return out
+
+
+def markdown_summary(comparisons: list[Comparison]) -> str:
+    """A table that fits a pull-request comment: each figure, now vs baseline, and the verdict."""
+    lines = ["| experiment | figure | now | baseline | change | verdict |", "|---|---|---|---|---|---|"]
+    for c in comparisons:
+        for ch in c.changes:
+            change = f"{(ch.now - ch.base) / ch.base * 100:+.0f} %" if ch.base else "new"
+            verdict = "**REGRESSED**" if ch.regressed else "ok"
+            lines.append(f"| {c.experiment} | {ch.figure} | {_fmt(ch.now)} | {_fmt(ch.base)} | {change} | {verdict} |")
+        for figure in c.missing:
+            lines.append(f"| {c.experiment} | {figure} | - | - | - | **MISSING** |")
+    regressed = sum(len(c.regressions) + len(c.missing) for c in comparisons)
+    head = (f"**{regressed} figure(s) regressed or missing** against the baseline" if regressed
+            else "No figure regressed against the baseline")
+    return head + "\n\n" + "\n".join(lines) + "\n"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.0f}" if value >= 1000 else f"{value:.3g}"
