@@ -1,4 +1,4 @@
-"""``chaos report RUN_DIR``: a Markdown report and a timeline PNG of a finished run (for game days)."""
+"""``chaos report RUN_DIR``: a Markdown report and a timeline PNG of a finished run; ``chaos report runs/``: an index of many."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ import argparse
 import json
 from pathlib import Path
 
+from chaos.baseline import compare, load_baseline, markdown_summary, read_journals
 from chaos.errors import UsageError
 from chaos.events import History
 from chaos.timeline import plot_timeline
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write report.md and timeline.png for a finished run")
-    p.add_argument("run_dir", metavar="RUN_DIR")
+    p = sub.add_parser("report", help="write report.md and timeline.png for a finished run, or index.md for a folder of runs")
+    p.add_argument("run_dir", metavar="RUN_DIR", help="one run's folder, or a folder of runs (e.g. runs/)")
+    p.add_argument("--baseline", metavar="FILE", help="for a folder of runs: show each figure's change against this baseline")
     p.set_defaults(func=run)
 
 
@@ -45,8 +47,37 @@ def render_markdown(journal: dict) -> str:
     return "\n".join(lines)
 
 
+def render_index(journals: list[dict], baseline: dict | None = None) -> str:
+    """One page for many runs: experiments x checks, the recovery figures, and links to each run's report."""
+    # Fault-free reference runs judge nothing themselves: listing them as PASS would claim a proof.
+    references = [j for j in journals if j["experiment"].endswith("-golden") and not j["checks"]]
+    journals = [j for j in journals if j not in references]
+    kinds = sorted({c["kind"] for j in journals for c in j["checks"]})
+    lines = [f"# Chaos suite: {len(journals)} run(s) (+{len(references)} fault-free reference run(s))", "",
+             f"{sum(j['exit_code'] == 0 for j in journals)} passed, "
+             f"{sum(j['exit_code'] != 0 for j in journals)} did not.", "",
+             "| experiment | verdict | " + " | ".join(kinds) + " | worst resume_s | wall_s | run |",
+             "|---|---|" + "---|" * len(kinds) + "---|---|---|"]
+    for j in sorted(journals, key=lambda j: (j["experiment"], j["started"])):
+        verdicts = {c["kind"]: c["verdict"].upper() for c in j["checks"]}
+        resume = [f["recovery"].get("resume_s") for f in j["faults"] if f.get("recovery", {}).get("resume_s") is not None]
+        verdict = j.get("verdict") or {0: "PASS"}.get(j["exit_code"], "FAIL")
+        link = f"[report]({Path(j['_path']).name}/report.md)"
+        lines.append(f"| {j['experiment']} | {verdict} | " + " | ".join(verdicts.get(k, "") for k in kinds)
+                     + f" | {_fmt(max(resume) if resume else None)} | {_fmt(j['wall_s'])} | {link} |")
+    if baseline is not None:
+        by_name: dict[str, list[dict]] = {}
+        for j in journals:
+            by_name.setdefault(j["experiment"], []).append(j)
+        comparisons = [c for name, js in sorted(by_name.items()) if (c := compare(name, js, baseline)) is not None]
+        lines += ["", "## Against the baseline", "", markdown_summary(comparisons)]
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
+    if not (run_dir / "journal.json").exists() and run_dir.is_dir() and any(run_dir.glob("*/journal.json")):
+        return _run_index(run_dir, args.baseline)
     try:
         journal = json.loads((run_dir / "journal.json").read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -54,4 +85,19 @@ def run(args: argparse.Namespace) -> int:
     plot_timeline(History.from_run_dir(run_dir), journal, run_dir / "timeline.png")
     (run_dir / "report.md").write_text(render_markdown(journal))
     print(f"wrote {run_dir / 'report.md'} and {run_dir / 'timeline.png'}")
+    return 0
+
+
+def _run_index(runs: Path, baseline_path: str | None) -> int:
+    journals = read_journals([runs])
+    for j in journals:
+        path = Path(j["_path"])
+        try:
+            plot_timeline(History.from_run_dir(path), j, path / "timeline.png")
+        except Exception as exc:  # one unplottable run must not cost the index: say so and go on
+            print(f"{path}: no timeline ({type(exc).__name__}: {exc})")
+        (path / "report.md").write_text(render_markdown(j))
+    baseline = load_baseline(baseline_path) if baseline_path else None
+    (runs / "index.md").write_text(render_index(journals, baseline))
+    print(f"wrote {runs / 'index.md'} ({len(journals)} runs, each with report.md and timeline.png)")
     return 0

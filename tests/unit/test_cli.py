@@ -184,3 +184,29 @@ def test_every_fault_plans_its_own_commands(kind: str) -> None:
     """``--dry-run`` prints what ``Fault.plan`` returns; the base version only echoes the config back."""
     assert FAULTS.get(kind).plan is not Fault.plan, (
         f"fault '{kind}' does not override plan(): `chaos run --dry-run` cannot show the commands it would run")
+
+
+def test_report_of_a_folder_of_runs_writes_an_index(tmp_path, capsys) -> None:
+    import json as _json
+
+    from chaos.cli import main as _main
+
+    def journal(name: str, exit_code: int, checks: list) -> dict:
+        return {"experiment": name, "description": "", "source": "x.yaml", "run_dir": "", "started": 1.0,
+                "wall_s": 10.0, "exit_code": exit_code, "workload_exit_code": 0, "timed_out": False,
+                "attempts": ["0.0"], "max_step": 5, "diagnostics": [], "commands": [], "revert_failures": [],
+                "faults": [{"label": "kill-rank#0", "details": {}, "recovery": {"resume_s": 2.5}}],
+                "checks": checks}
+
+    for name, code, checks in (("rank-kill", 0, [{"kind": "completes", "verdict": "pass", "reason": "ok"}]),
+                               ("silent", 1, [{"kind": "exactly_once", "verdict": "inconclusive", "reason": "?"}]),
+                               ("rank-kill-golden", 0, [])):
+        run = tmp_path / f"{name}-1"
+        (run / "events").mkdir(parents=True)
+        (run / "journal.json").write_text(_json.dumps(journal(name, code, checks)))
+    assert _main(["report", str(tmp_path)]) == 0
+    index = (tmp_path / "index.md").read_text()
+    assert "2 run(s) (+1 fault-free reference run(s))" in index and "1 passed, 1 did not" in index
+    assert "| rank-kill | PASS | PASS |  | 2.50 |" in index
+    assert "| silent | FAIL |  | INCONCLUSIVE |" in index and "rank-kill-golden |" not in index
+    assert (tmp_path / "silent-1" / "report.md").exists()
