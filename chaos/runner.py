@@ -216,10 +216,9 @@ class Runner:
         for a in armed:
             base = dict(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=None,
                         details={"trigger": a.spec.trigger.describe()}, optional=a.fault.config.optional)
-            if a.due:
-                out += [FaultRecord(**base, status="pending") for _ in a.due]
-            elif a.fires == 0:
-                out.append(FaultRecord(**base, status="never_fired"))
+            # A repeating trigger that fired and has one more draw still delayed at the end did act.
+            if a.fires == 0:
+                out.append(FaultRecord(**base, status="pending" if a.due else "never_fired"))
         return out
 
     def _evaluate(self, spec: Any, outcome: RunOutcome) -> CheckResult:

@@ -221,3 +221,20 @@ def test_zero_restarts_fails_an_experiment_that_needs_one(tmp_path: Path) -> Non
     report = Runner(exp, runs_root=tmp_path / "runs").run()
     assert report.exit_code == 1
     assert "0 restart(s), fewer than the 1" in report.checks[0].reason
+
+
+def test_a_repeating_trigger_that_fired_is_not_failed_for_a_draw_still_delayed_at_the_end() -> None:
+    from types import SimpleNamespace
+
+    trigger = SimpleNamespace(describe=lambda: "every_n_steps 10")
+    fault = SimpleNamespace(index=0, kind="straggler", label="straggler#0",
+                            config=SimpleNamespace(optional=False))
+
+    def armed(fires: int, due: list[float]) -> SimpleNamespace:
+        return SimpleNamespace(fault=fault, spec=SimpleNamespace(trigger=trigger), fires=fires, due=due)
+
+    assert Runner._unfired(None, [armed(fires=2, due=[99.0])]) == []  # it acted; the last draw is just late
+    [pending] = Runner._unfired(None, [armed(fires=0, due=[99.0])])
+    assert pending.status == "pending" and not pending.injected
+    [never] = Runner._unfired(None, [armed(fires=0, due=[])])
+    assert never.status == "never_fired"
