@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -30,14 +32,59 @@ def _env_int(env: dict[str, str], name: str) -> int | None:
         return None
 
 
+def _child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` from /proc/PID/task/*/children (each thread lists what it forked)."""
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as f:
+                out.extend(int(x) for x in f.read().split())
+        except OSError:  # the thread or the process is gone: its children are found through their new parent
+            continue
+    return out
+
+
+# /proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN (on in Debian's and most distributions'
+# kernels). Without it psutil's walk is used, which reads /proc/*/stat of every process on the host.
+PROC_CHILDREN = os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children")
+
+NEGATIVE_CACHE_AFTER_S = 2.0
+"""A descendant is remembered as "not a worker" only once it is this old: between fork and exec a
+new worker still carries its parent's environment, and must be looked at again after the exec."""
+
+
 class ProcessTree:
-    """Descendants of the launcher processes, recorded as (pid, create_time) so a reused PID is never mistaken for ours."""
+    """Descendants of the launcher processes, recorded as (pid, create_time) so a reused PID is never mistaken for ours.
+
+    ``workers()`` runs every poll of the run loop (20 times a second), so it reads only the run's own
+    tree (not every process on the host, as psutil's recursive ``children()`` does) and a process's
+    environment once: a worker's RANK and restart count do not change after its exec.
+    """
 
     def __init__(self) -> None:
         self.roots: dict[str, psutil.Process] = {}
+        self._seen: dict[tuple[int, float], Worker | None] = {}
 
     def add_root(self, node: str, pid: int) -> None:
         self.roots[node] = psutil.Process(pid)
+
+    def _descendants(self, root: psutil.Process) -> list[psutil.Process]:
+        if not PROC_CHILDREN:
+            return root.children(recursive=True)
+        out: list[psutil.Process] = []
+        stack = [root.pid]
+        while stack:
+            for pid in _child_pids(stack.pop()):
+                try:
+                    out.append(psutil.Process(pid))
+                except psutil.NoSuchProcess:
+                    continue
+                stack.append(pid)
+        return out
 
     def processes(self) -> list[tuple[str, psutil.Process]]:
         out = []
@@ -46,35 +93,43 @@ class ProcessTree:
                 if not root.is_running():
                     continue
                 out.append((node, root))
-                out.extend((node, c) for c in root.children(recursive=True))
+                out.extend((node, c) for c in self._descendants(root))
             except psutil.NoSuchProcess:
                 continue
         return out
 
+    def _identify(self, node: str, proc: psutil.Process) -> Worker | None:
+        key = (proc.pid, proc.create_time())
+        if key in self._seen:
+            return self._seen[key]
+        env = proc.environ()
+        worker = None
+        if "TORCHELASTIC_RESTART_COUNT" in env and "RANK" in env:
+            worker = Worker(pid=proc.pid, create_time=key[1], rank=_env_int(env, "RANK"),
+                            local_rank=_env_int(env, "LOCAL_RANK"),
+                            restart_count=_env_int(env, "TORCHELASTIC_RESTART_COUNT") or 0, node=node)
+        if worker is not None or time.time() - key[1] > NEGATIVE_CACHE_AFTER_S:
+            self._seen[key] = worker
+        return worker
+
     def workers(self) -> list[Worker]:
         """Live worker processes: descendants whose environment carries a torchelastic RANK."""
-        found = []
+        found: list[Worker] = []
+        parents: dict[int, int] = {}
         for node, proc in self.processes():
             try:
-                env = proc.environ()
-                if "TORCHELASTIC_RESTART_COUNT" not in env or "RANK" not in env:
+                worker = self._identify(node, proc)
+                if worker is None:
                     continue
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                found.append(Worker(
-                    pid=proc.pid, create_time=proc.create_time(), rank=_env_int(env, "RANK"),
-                    local_rank=_env_int(env, "LOCAL_RANK"),
-                    restart_count=_env_int(env, "TORCHELASTIC_RESTART_COUNT") or 0, node=node))
+                with proc.oneshot():
+                    if proc.status() == psutil.STATUS_ZOMBIE:
+                        continue
+                    parents[proc.pid] = proc.ppid()
+                found.append(worker)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
         # A worker's own children (dataloader workers) inherit RANK: keep the topmost per rank.
         pids = {w.pid for w in found}
-        parents = {}
-        for w in found:
-            try:
-                parents[w.pid] = psutil.Process(w.pid).ppid()
-            except psutil.NoSuchProcess:
-                parents[w.pid] = None
         return [w for w in found if parents.get(w.pid) not in pids]
 
     def owns(self, pid: int, create_time: float | None = None) -> bool:

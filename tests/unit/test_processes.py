@@ -1,0 +1,71 @@
+"""The run's process tree: workers are found under the launcher (grandchildren too), identified by
+their torchelastic environment, and a reused PID or a not-yet-exec'd child is never misread."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from chaos import processes
+from chaos.processes import ProcessTree
+
+# A stand-in agent: spawns two "workers" with torchelastic's variables and a non-worker helper.
+AGENT = r"""
+import os, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                         env={**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "TORCHELASTIC_RESTART_COUNT": "2"})
+        for r in range(2)]
+helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture(params=["proc-children", "psutil"])
+def agent(request, monkeypatch):
+    if request.param == "proc-children" and not processes.PROC_CHILDREN:
+        pytest.skip("this kernel has no /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)")
+    monkeypatch.setattr(processes, "PROC_CHILDREN", request.param == "proc-children")
+    proc = subprocess.Popen([sys.executable, "-c", AGENT], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "ready"
+    yield proc
+    os.killpg(proc.pid, 9)
+    proc.wait()
+
+
+def test_workers_are_the_descendants_with_a_torchelastic_rank(agent) -> None:
+    tree = ProcessTree()
+    tree.add_root("local", agent.pid)
+    workers = tree.workers()
+    assert sorted(w.rank for w in workers) == [0, 1]
+    assert {w.restart_count for w in workers} == {2} and {w.node for w in workers} == {"local"}
+    assert len(tree.processes()) == 4  # the agent, two workers, the helper
+    assert tree.workers() == workers  # read again from the cache: same answer
+    victim = workers[0]
+    assert tree.owns(victim.pid, victim.create_time)
+    assert not tree.owns(victim.pid, victim.create_time - 5)  # same pid, another process
+    os.kill(victim.pid, 9)
+    deadline = time.monotonic() + 10
+    while victim.pid in {w.pid for w in tree.workers()} and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [w.rank for w in tree.workers()] == [1 - victim.rank]
+
+
+def test_a_young_process_without_a_rank_is_looked_at_again(monkeypatch) -> None:
+    """Between fork and exec a worker still has its parent's environment: that must not stick."""
+    tree = ProcessTree()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        ps = __import__("psutil").Process(proc.pid)
+        assert tree._identify("local", ps) is None
+        assert (ps.pid, ps.create_time()) not in tree._seen  # young: not remembered as "not a worker"
+        monkeypatch.setattr(processes, "NEGATIVE_CACHE_AFTER_S", 0.0)
+        assert tree._identify("local", ps) is None
+        assert tree._seen[(ps.pid, ps.create_time())] is None
+    finally:
+        proc.kill()
+        proc.wait()
