@@ -10,6 +10,6 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # stack itself (a gloo peer aborting at exit, heap corruption in an FSDP full-state gather), each
 # of which costs a torchrun restart that a restart bound then counts. One rerun absorbs those; a
 # real regression fails twice. Reruns are listed in the summary (the R in -rfER).
-exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-2}" --dist loadgroup -p no:cacheprovider \
+exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-2}" --dist worksteal -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"

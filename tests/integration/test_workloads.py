@@ -1,4 +1,9 @@
-"""Real multi-process runs of the reference workloads under torchrun: golden, SIGKILL, resume."""
+"""Real multi-process runs of the reference workloads under torchrun, judged without the harness: golden,
+SIGKILL with the async save, resume at another world size, stop and relaunch.
+
+The broken fixture workloads are proven broken where it matters, through the harness's verdicts
+(tests/integration/test_verdicts.py asserts the duplicated/missing counts and the digest mismatch).
+"""
 
 from __future__ import annotations
 
@@ -17,7 +22,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 WORKLOADS = REPO / "workloads"
-FIXTURES = REPO / "tests" / "fixtures" / "workloads"
 RUN_TIMEOUT_S = 150
 
 pytestmark = [pytest.mark.integration,
@@ -66,16 +70,6 @@ def after_step(rank: int, step: int, attempt: str = "0.0") -> Callable[[list[dic
     def victim(events: list[dict]) -> int | None:
         hits = [e for e in events if e["ev"] == "step" and e["rank"] == rank and e["step"] >= step
                 and e["attempt"] == attempt]
-        return hits[0]["pid"] if hits else None
-
-    return victim
-
-
-def on_event(ev: str, rank: int = 0, **match) -> Callable[[list[dict]], int | None]:
-    """Kill trigger: the pid of ``rank`` once it emitted ``ev`` with fields ``match``."""
-
-    def victim(events: list[dict]) -> int | None:
-        hits = [e for e in events if e["ev"] == ev and e["rank"] == rank and all(e.get(k) == v for k, v in match.items())]
         return hits[0]["pid"] if hits else None
 
     return victim
@@ -187,9 +181,10 @@ def test_ddp_and_fsdp_goldens_agree_bit_exact(goldens: dict[str, Run]) -> None:
     assert goldens["ddp"].final_digests() == goldens["fsdp"].final_digests()
 
 
-@pytest.mark.parametrize("kind,extra", [("ddp", {}), ("fsdp", {}), ("ddp", {"async_save": "true"}),
-                                        ("fsdp", {"async_save": "true"})],
-                         ids=["ddp", "fsdp", "ddp-async", "fsdp-async"])
+# The synchronous save under the same kill is experiments/rank-kill-{ddp,fsdp}.yaml, judged by the
+# harness; here the async save is judged without it, by reading the events directly.
+@pytest.mark.parametrize("kind,extra", [("ddp", {"async_save": "true"}), ("fsdp", {"async_save": "true"})],
+                         ids=["ddp-async", "fsdp-async"])
 def test_sigkill_one_rank_recovers_to_golden_digest(goldens: dict[str, Run], tmp_path: Path, kind: str,
                                                     extra: dict) -> None:
     run = launch(WORKLOADS / f"{kind}.py", tmp_path, args=extra, kill_when=after_step(1, 25), name=kind)
@@ -237,34 +232,3 @@ def test_stop_and_relaunch_matches_golden(goldens: dict[str, Run], tmp_path: Pat
     assert {e["step"] for e in run.ev("ckpt_load", attempt="1.0")} == {20}
     assert run.final_digests() == goldens["ddp"].final_digests()
     check_exactly_once(committed_history(run), 250)
-
-
-def test_fixture_restart_epoch_replays_samples(tmp_path: Path) -> None:
-    run = launch_twice(FIXTURES / "ddp_restart_epoch.py", tmp_path)
-    with pytest.raises(AssertionError, match="duplicated indices"):
-        check_exactly_once(committed_history(run), 250)
-
-
-def test_fixture_skip_batch_leaves_gaps(tmp_path: Path) -> None:
-    run = launch_twice(FIXTURES / "ddp_skip_batch.py", tmp_path)
-    with pytest.raises(AssertionError, match="missing indices"):
-        check_exactly_once(committed_history(run), 250)
-
-
-def test_fixture_no_optim_restore_misses_the_golden_digest(goldens: dict[str, Run], tmp_path: Path) -> None:
-    run = launch_twice(FIXTURES / "ddp_no_optim_restore.py", tmp_path)
-    check_exactly_once(committed_history(run), 250)
-    digests = run.final_digests()
-    assert len(set(digests.values())) == 1 and digests != goldens["ddp"].final_digests()
-
-
-def test_fixture_inplace_ckpt_is_torn_by_a_kill_during_the_save(tmp_path: Path) -> None:
-    run = launch(FIXTURES / "ddp_inplace_ckpt.py", tmp_path, name="inplace", max_restarts=1,
-                 kill_when=on_event("ckpt_begin", rank=0, step=20))
-    assert run.kill_t is not None and run.rc != 0
-    torn = run.ckpt_dir / "checkpoint.pt"
-    assert [e["path"] for e in run.ev("ckpt_commit")] == [str(torn)]  # step 10 "committed" that path
-    import torch
-
-    with pytest.raises(Exception):
-        torch.load(torn, weights_only=True)
