@@ -16,6 +16,14 @@ harness is interrupted. Afterwards ``chaos.safety.find_leftovers`` must find not
 
 Before the interrupt the same inspection must find the run's processes, so the checks can fail.
 A fault kind without an example experiment and without an entry in ``SCENARIO_OVERRIDES`` fails.
+
+Every kind is interrupted with SIGINT under its real torch workload. The SIGKILL + cleanup, SIGTERM
+and double-interrupt paths test the harness's own bookkeeping (ledger, process inventory, reverts),
+which does not depend on what the workers compute: for the kinds whose fault acts on processes or
+on the checkpoint directory's filesystem (not on a checkpoint's contents, a GPU monitor or a
+multi-node rendezvous) they run under tests/fixtures/fake_torchrun.py, a torch-free agent with
+torchrun's process tree and environment, which starts in a fraction of a second instead of the
+~10 CPU-seconds of a torchrun + two ranks on a 2-core runner.
 """
 
 from __future__ import annotations
@@ -46,6 +54,10 @@ EXPERIMENTS = ROOT / "experiments"
 INJECT_TIMEOUT_S = 240.0
 EXIT_TIMEOUT_S = 90.0
 
+FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
+FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage"}
+"""Kinds whose SIGKILL/SIGTERM paths run under the torch-free agent (see the module docstring)."""
+
 SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {
     # A stopped rank must stay stopped until the interrupt: no process-group timeout restarting it.
     "hang-rank": {"args": {"pg_timeout_s": 600}},
@@ -62,8 +74,11 @@ def _example_for(kind: str) -> tuple[Path, dict[str, Any]] | None:
     return None
 
 
-def scenario(kind: str, tmp: Path) -> Path:
-    """A long-running experiment whose only fault is ``kind``, active from injection to the end."""
+def scenario(kind: str, tmp: Path, fake: bool = False) -> Path:
+    """A long-running experiment whose only fault is ``kind``, active from injection to the end.
+
+    ``fake``: the workload is the torch-free agent (two workers, the same step events) in place of
+    the example's torchrun script, for the kinds in FAKE_OK."""
     found = _example_for(kind)
     if found is None:
         pytest.fail(f"fault kind '{kind}' has no safety scenario: add an example experiments/<name>.yaml "
@@ -80,6 +95,10 @@ def scenario(kind: str, tmp: Path) -> Path:
     args.update(SCENARIO_OVERRIDES.get(kind, {}).get("args", {}))
     workload["args"] = args
     workload["max_restarts"] = 100
+    if fake:
+        assert kind in FAKE_OK, f"{kind} needs its real workload"
+        workload = {"command": [sys.executable, str(FAKE_TORCHRUN), "--nproc", "2", "--max-restarts", "100",
+                                "--steps", "100000", "--ckpt-every", "5", "--step-sleep", "0.05"]}
     doc = {"name": "safety-" + re.sub(r"[^A-Za-z0-9._-]", "-", kind), "workload": workload,
            "target": raw.get("target", "local"), "faults": faults, "checks": [], "timeout_s": 3600,
            "seed": raw.get("seed", 0)}
@@ -190,8 +209,8 @@ def _missing_capability(text: str) -> str | None:
 def harness_for(tmp_path: Path):
     made: list[Harness] = []
 
-    def start(kind: str) -> Harness:
-        h = Harness(scenario(kind, tmp_path), tmp_path)
+    def start(kind: str, fake: bool = False) -> Harness:
+        h = Harness(scenario(kind, tmp_path, fake=fake and kind in FAKE_OK), tmp_path)
         made.append(h)
         return h
 
@@ -202,7 +221,7 @@ def harness_for(tmp_path: Path):
 
 @pytest.mark.parametrize("kind", FAULTS.kinds())
 def test_sigkill_then_cleanup_leaves_nothing(kind: str, harness_for) -> None:
-    h = harness_for(kind)
+    h = harness_for(kind, fake=True)
     run_dir = h.wait_for_fault(kind)
     assert run_processes(run_dir), "the run has no live process before the kill: the check below would prove nothing"
     h.proc.send_signal(signal.SIGKILL)
@@ -229,7 +248,7 @@ def test_sigint_reverts_without_cleanup(kind: str, harness_for) -> None:
 
 @pytest.mark.parametrize("kind", [k for k in ("hang-rank", "kill-rank") if k in FAULTS.kinds()])
 def test_sigterm_reverts_without_cleanup(kind: str, harness_for) -> None:
-    h = harness_for(kind)
+    h = harness_for(kind, fake=True)
     h.wait_for_fault(kind)
     h.proc.send_signal(signal.SIGTERM)
     h.wait_exit()
@@ -238,7 +257,7 @@ def test_sigterm_reverts_without_cleanup(kind: str, harness_for) -> None:
 
 @pytest.mark.skipif("hang-rank" not in FAULTS.kinds(), reason="needs the hang-rank fault")
 def test_second_interrupt_skips_reverts_and_says_what_is_left(harness_for) -> None:
-    h = harness_for("hang-rank")
+    h = harness_for("hang-rank", fake=True)
     run_dir = h.wait_for_fault("hang-rank")
     h.proc.send_signal(signal.SIGINT)
     time.sleep(0.05)
