@@ -1,5 +1,9 @@
 """The CI gate on figures: a deliberately slowed checkpoint save fails against a baseline of the normal one,
-and a rerun of the unchanged workload does not regress that figure."""
+and a rerun of the unchanged workload does not regress that figure.
+
+The workload is the torch-free agent (tests/fixtures/fake_torchrun.py) with a checkpoint write delay:
+this tests the gate, not torch. The same proof on the real DDP workload, with ten reruns of the
+unchanged code, is ci/bench/gate_noise.py (figures in the issue notes)."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import pytest
 
 from chaos.cli import main
 
-REPO = Path(__file__).resolve().parents[2]
+FAKE_TORCHRUN = Path(__file__).resolve().parents[1] / "fixtures" / "fake_torchrun.py"
 
 pytestmark = [
     pytest.mark.integration,
@@ -23,11 +27,10 @@ def experiment(path: Path, write_delay_s: float) -> Path:
     # The same experiment name on both sides: the gate compares an experiment with its own baseline.
     path.write_text(f"""name: gate-ddp
 workload:
-  script: {REPO / "workloads" / "ddp.py"}
-  nproc_per_node: 2
-  args: {{steps: 20, ckpt_every: 5, seed: 0, ckpt_write_delay_s: {write_delay_s}}}
+  command: [{sys.executable}, {FAKE_TORCHRUN}, --nproc, "2", --steps, "20", --ckpt-every, "5",
+            --step-sleep, "0.02", --ckpt-write-s, "{write_delay_s}"]
 checks:
-  - completes: {{max_restarts: 0}}
+  - completes: {{max_restarts: 0, min_step: 20}}
 timeout_s: 120
 """)
     return path
