@@ -13,6 +13,7 @@ if importlib.util.find_spec("chaos") is None:
     sys.path.insert(1, str(HERE.parent))  # chaos.sdk from the source tree when not installed
 
 from trainkit.config import TrainConfig, parse_config  # noqa: E402
+from trainkit.exit import exit_fast  # noqa: E402
 from trainkit.fsdp import FsdpTrainer  # noqa: E402
 
 
@@ -22,4 +23,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_fast(main())
