@@ -17,13 +17,13 @@ harness is interrupted. Afterwards ``chaos.safety.find_leftovers`` must find not
 Before the interrupt the same inspection must find the run's processes, so the checks can fail.
 A fault kind without an example experiment and without an entry in ``SCENARIO_OVERRIDES`` fails.
 
-Every kind is interrupted with SIGINT under its real torch workload. The SIGKILL + cleanup, SIGTERM
-and double-interrupt paths test the harness's own bookkeeping (ledger, process inventory, reverts),
-which does not depend on what the workers compute: for the kinds whose fault acts on processes or
-on the checkpoint directory's filesystem (not on a checkpoint's contents, a GPU monitor or a
-multi-node rendezvous) they run under tests/fixtures/fake_torchrun.py, a torch-free agent with
-torchrun's process tree and environment, which starts in a fraction of a second instead of the
-~10 CPU-seconds of a torchrun + two ranks on a 2-core runner.
+The interrupt paths test the harness's own bookkeeping (ledger, process inventory, reverts), which
+does not depend on what the workers compute. For the kinds whose fault acts on processes or on the
+checkpoint directory's filesystem (not on a checkpoint's contents, a GPU monitor or a multi-node
+rendezvous) they run under tests/fixtures/fake_torchrun.py, a torch-free agent with torchrun's
+process tree and environment, which starts in a fraction of a second instead of the ~10 CPU-seconds
+of a torchrun + two ranks on a 2-core runner. Every other kind, and kill-rank under SIGINT, run
+under the real torch workload; every kind also runs to its end and reverts in experiments/.
 """
 
 from __future__ import annotations
@@ -238,7 +238,7 @@ def test_sigkill_then_cleanup_leaves_nothing(kind: str, harness_for) -> None:
 
 @pytest.mark.parametrize("kind", FAULTS.kinds())
 def test_sigint_reverts_without_cleanup(kind: str, harness_for) -> None:
-    h = harness_for(kind)
+    h = harness_for(kind, fake=kind != "kill-rank")
     h.wait_for_fault(kind)
     h.proc.send_signal(signal.SIGINT)
     code = h.wait_exit()

@@ -201,7 +201,9 @@ def test_sigkill_one_rank_recovers_to_golden_digest(goldens: dict[str, Run], tmp
           f"kill -> first step of the new attempt {first_step - run.kill_t:.1f}s, wall {run.wall_s:.1f}s")
 
 
-@pytest.mark.parametrize("kind", ["ddp", "fsdp"])
+# FSDP, whose DCP checkpoint is resharded from 2 to 3 ranks; DDP under a world-size change is
+# experiments/kill-node-elastic.yaml (2 nodes -> 1), judged by exactly_once.
+@pytest.mark.parametrize("kind", ["fsdp"])
 def test_resume_with_a_different_world_size_continues_the_cursor(tmp_path: Path, kind: str) -> None:
     ckpt = tmp_path / "ckpt"
     first = launch(WORKLOADS / f"{kind}.py", tmp_path, nproc=2, args={"steps": 30}, name="ws2", ckpt_dir=ckpt)
