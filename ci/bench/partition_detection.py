@@ -10,6 +10,7 @@ detect_s per timeout, fits detect_s = overhead + slope * timeout, and extrapolat
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import tempfile
 from pathlib import Path
@@ -22,9 +23,12 @@ DEFAULTS = {"gloo default": 1800.0, "nccl default": 600.0}
 
 
 def detect_once(timeout_s: float, runs_root: Path) -> float | None:
-    text = EXPERIMENT.read_text().replace("pg_timeout_s: 10", f"pg_timeout_s: {timeout_s:g}")
-    # Keep the link cut until well after the timeout, so detection is the timeout's doing.
-    text = text.replace("duration_s: 12", f"duration_s: {timeout_s + 6:g}")
+    text, n_timeout = re.subn(r"pg_timeout_s: [0-9.]+", f"pg_timeout_s: {timeout_s:g}", EXPERIMENT.read_text())
+    # Keep the link cut until well after the timeout (and the ranks' exit), so detection is the
+    # timeout's doing and lands before the release, as the detection check requires.
+    text, n_duration = re.subn(r"duration_s: [0-9.]+", f"duration_s: {timeout_s + 10:g}", text)
+    if (n_timeout, n_duration) != (1, 1):
+        raise SystemExit(f"{EXPERIMENT} no longer has one pg_timeout_s and one duration_s to vary")
     path = runs_root / f"partition-{timeout_s:g}.yaml"
     path.write_text(text.replace("workloads/ddp.py", str(EXPERIMENT.parents[1] / "workloads" / "ddp.py")))
     exp = load_experiment(path)
