@@ -108,9 +108,13 @@ class FigureChange:
     def regressed(self) -> bool:
         return self.now > self.bound
 
+    @property
+    def change(self) -> str:
+        """The relative change, for people: ``+12 %``, or ``new`` against a zero baseline."""
+        return f"{(self.now - self.base) / self.base * 100:+.0f} %" if self.base else "new"
+
     def describe(self) -> str:
-        change = (self.now - self.base) / self.base * 100 if self.base else float("inf")
-        return (f"{self.figure} {_fmt(self.now)} vs baseline {_fmt(self.base)} ({change:+.0f} %, bound "
+        return (f"{self.figure} {_fmt(self.now)} vs baseline {_fmt(self.base)} ({self.change}, bound "
                 f"{_fmt(self.bound)}; median of {self.runs} run(s) vs {self.base_runs})")
 
 
@@ -125,6 +129,19 @@ class Comparison:
     @property
     def regressions(self) -> list[FigureChange]:
         return [c for c in self.changes if c.regressed]
+
+    @property
+    def failed(self) -> bool:
+        """A figure regressed, or one the baseline has was not produced: either fails the gate."""
+        return bool(self.regressions or self.missing)
+
+
+def by_experiment(journals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Journals grouped by experiment name, in the order given."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for j in journals:
+        out.setdefault(j["experiment"], []).append(j)
+    return out
 
 
 def _floor(figure: str) -> float:
@@ -171,9 +188,8 @@ def markdown_summary(comparisons: list[Comparison]) -> str:
     lines = ["| experiment | figure | now | baseline | change | verdict |", "|---|---|---|---|---|---|"]
     for c in comparisons:
         for ch in c.changes:
-            change = f"{(ch.now - ch.base) / ch.base * 100:+.0f} %" if ch.base else "new"
             verdict = "**REGRESSED**" if ch.regressed else "ok"
-            lines.append(f"| {c.experiment} | {ch.figure} | {_fmt(ch.now)} | {_fmt(ch.base)} | {change} | {verdict} |")
+            lines.append(f"| {c.experiment} | {ch.figure} | {_fmt(ch.now)} | {_fmt(ch.base)} | {ch.change} | {verdict} |")
         for figure in c.missing:
             lines.append(f"| {c.experiment} | {figure} | - | - | - | **MISSING** |")
     regressed = sum(len(c.regressions) + len(c.missing) for c in comparisons)

@@ -210,7 +210,8 @@ class Runner:
         write_junit(report)
         return report
 
-    def _unfired(self, armed: list[_Armed]) -> list[FaultRecord]:
+    @staticmethod
+    def _unfired(armed: list[_Armed]) -> list[FaultRecord]:
         """Faults whose trigger never fired, or whose delayed injection was still due when the run ended."""
         out = []
         for a in armed:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from chaos.baseline import compare, load_baseline, markdown_summary, read_journals
+from chaos.baseline import by_experiment, compare, load_baseline, markdown_summary, read_journals
 from chaos.errors import UsageError
 from chaos.events import History
 from chaos.timeline import plot_timeline
@@ -66,10 +66,8 @@ def render_index(journals: list[dict], baseline: dict | None = None) -> str:
         lines.append(f"| {j['experiment']} | {verdict} | " + " | ".join(verdicts.get(k, "") for k in kinds)
                      + f" | {_fmt(max(resume) if resume else None)} | {_fmt(j['wall_s'])} | {link} |")
     if baseline is not None:
-        by_name: dict[str, list[dict]] = {}
-        for j in journals:
-            by_name.setdefault(j["experiment"], []).append(j)
-        comparisons = [c for name, js in sorted(by_name.items()) if (c := compare(name, js, baseline)) is not None]
+        groups = sorted(by_experiment(journals).items())
+        comparisons = [c for name, js in groups if (c := compare(name, js, baseline)) is not None]
         lines += ["", "## Against the baseline", "", markdown_summary(comparisons)]
     return "\n".join(lines) + "\n"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from chaos.baseline import Comparison, compare, load_baseline, markdown_summary
+from chaos.baseline import Comparison, by_experiment, compare, load_baseline, markdown_summary
 from chaos.commands.validate import experiment_files
 from chaos.errors import ChaosError, ExperimentError, UsageError
 from chaos.experiment import load_experiment
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         passed = sum(r.exit_code == 0 for r in reports)
         console.print(f"\n[bold]{passed} of {len(reports)} runs passed[/]")
     comparisons = _gate(baseline, args, reports, console) if baseline is not None else []
-    if any(c.regressions or c.missing for c in comparisons):
+    if any(c.failed for c in comparisons):
         worst = max(worst, 1)
     if args.junit:
         _combine_junit([r.run_dir / "junit.xml" for r in reports], Path(args.junit), comparisons)
@@ -88,11 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Console) -> list[Comparison]:
     """Compare each experiment's runs (medians over --repeat) with the baseline; print and save the verdicts."""
-    journals: dict[str, list[dict]] = {}
-    for r in reports:
-        journals.setdefault(r.outcome.experiment.name, []).append(json.loads((r.run_dir / "journal.json").read_text()))
+    journals = [json.loads((r.run_dir / "journal.json").read_text()) for r in reports]
     comparisons = []
-    for name, js in journals.items():
+    for name, js in by_experiment(journals).items():
         comparison = compare(name, js, baseline)
         if comparison is None:
             console.print(f"[yellow]no baseline for {name}[/]: its figures are not gated (add it with chaos baseline save)")
@@ -103,7 +101,7 @@ def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Cons
                           f"(baseline run {comparison.baseline_runs[0]})")
         for figure in comparison.missing:
             console.print(f"[bold red]MISSING[/] {name}: {figure} is in the baseline but this run did not produce it")
-        if not comparison.regressions and not comparison.missing:
+        if not comparison.failed:
             console.print(f"[green]no regression[/] {name}: {len(comparison.changes)} figure(s) within bounds")
     if args.summary_md:
         Path(args.summary_md).write_text(markdown_summary(comparisons))
@@ -120,7 +118,7 @@ def _combine_junit(parts: list[Path], dest: Path, comparisons: list[Comparison] 
     for c in comparisons:
         # One testcase per gated experiment, the figures as properties a CI dashboard can chart.
         suite = ET.SubElement(root, "testsuite", {"name": f"chaos.baseline.{c.experiment}", "tests": "1",
-                                                  "failures": str(int(bool(c.regressions or c.missing)))})
+                                                  "failures": str(int(c.failed))})
         case = ET.SubElement(suite, "testcase", {"classname": "chaos.baseline", "name": c.experiment})
         props = ET.SubElement(case, "properties")
         for ch in c.changes:

@@ -53,7 +53,7 @@ def main() -> int:
         baseline = build_baseline(run_journals(exp, runs, args.base_repeat))
         reruns = [compare(exp.name, [j], baseline) for j in run_journals(exp, runs, args.reruns)]
         slow = compare(exp.name, run_journals(slowed, runs, args.slowed), baseline)
-    failed = [c for c in reruns if c.regressions or c.missing]
+    failed = [c for c in reruns if c.failed]
     print(f"{exp.name}: baseline of {args.base_repeat} run(s); {args.reruns} unchanged rerun(s) gated alone")
     print(f"{'figure':<28}{'baseline':>10}{'bound':>9}{'worst rerun':>13}{'slowed':>9}")
     for change in reruns[0].changes:

@@ -233,8 +233,8 @@ def test_a_repeating_trigger_that_fired_is_not_failed_for_a_draw_still_delayed_a
     def armed(fires: int, due: list[float]) -> SimpleNamespace:
         return SimpleNamespace(fault=fault, spec=SimpleNamespace(trigger=trigger), fires=fires, due=due)
 
-    assert Runner._unfired(None, [armed(fires=2, due=[99.0])]) == []  # it acted; the last draw is just late
-    [pending] = Runner._unfired(None, [armed(fires=0, due=[99.0])])
+    assert Runner._unfired([armed(fires=2, due=[99.0])]) == []  # it acted; the last draw is just late
+    [pending] = Runner._unfired([armed(fires=0, due=[99.0])])
     assert pending.status == "pending" and not pending.injected
-    [never] = Runner._unfired(None, [armed(fires=0, due=[])])
+    [never] = Runner._unfired([armed(fires=0, due=[])])
     assert never.status == "never_fired"
