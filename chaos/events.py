@@ -142,6 +142,8 @@ class History:
     records: list[Record] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
     """Workload lines left out of the history because they broke the protocol (see ``record_problem``)."""
+    relabel: dict[tuple[str, int], str] = field(default_factory=dict)
+    """(host, pid) -> the attempt that process really belonged to, where it reported another (see ``align_attempts``)."""
 
     def __post_init__(self) -> None:
         self.records.sort(key=lambda r: r.get("t", 0.0))
@@ -152,11 +154,64 @@ class History:
         malformed: list[str] = []
         records = read_records([run_dir / "events"], validate=True, bad_lines=malformed)
         records += read_records([run_dir / HARNESS_LOG])
-        return cls(records, malformed)
+        history = cls(records, malformed)
+        history.align_attempts()
+        return history
 
     def add(self, records: Iterable[Record]) -> None:
-        self.records.extend(records)
+        new = list(records)
+        if self.relabel:
+            for r in new:
+                self._relabel(r)
+        self.records.extend(new)
         self.records.sort(key=lambda r: r.get("t", 0.0))
+
+    def _relabel(self, r: Record) -> None:
+        if r.get("source") == "harness":
+            return
+        label = self.relabel.get((str(r.get("host")), r.get("pid")))  # type: ignore[arg-type]
+        if label is not None and r.get("attempt") != label:
+            r.setdefault("attempt_reported", r.get("attempt"))
+            r["attempt"] = label
+
+    def set_attempt(self, host: str, pid: int, attempt: str) -> None:
+        """Record that process ``pid`` on ``host`` belonged to ``attempt``, and relabel what it already wrote."""
+        if self.relabel.get((host, pid)) == attempt:
+            return
+        self.relabel[(host, pid)] = attempt
+        for r in self.records:
+            if r.get("pid") == pid and str(r.get("host")) == host:
+                self._relabel(r)
+
+    def align_attempts(self) -> None:
+        """One attempt id per round of workers, as the harness saw the rounds.
+
+        A worker's attempt is ``launch.TORCHELASTIC_RESTART_COUNT``, but on a multi-node job only the
+        agent whose worker failed counts a restart: a peer agent that merely re-rendezvouses keeps its
+        count, so one round of ranks reports two attempts, and the peer's new processes reuse the
+        previous round's id. The harness numbers the rounds it sees (a round starts when a worker
+        appears while none of the previous round is alive: torchrun stops every worker of an agent
+        before that agent joins the next rendezvous) and logs it on ``worker_spawn`` as
+        ``generation``; every worker of a round gets the highest attempt any of them reported.
+        """
+        spawns = [r for r in self.of("worker_spawn") if isinstance(r.get("generation"), int)
+                  and isinstance(r.get("worker_pid"), int) and isinstance(r.get("attempt"), str)]
+        labels: dict[int, str] = {}
+        for r in spawns:
+            g = r["generation"]
+            if g not in labels or attempt_key(r["attempt"]) > attempt_key(labels[g]):
+                labels[g] = r["attempt"]
+        for r in spawns:
+            label = labels[r["generation"]]
+            if r["attempt"] != label:
+                self.set_attempt(str(r.get("node")), r["worker_pid"], label)
+                r.setdefault("attempt_reported", r["attempt"])
+                r["attempt"] = label
+        for r in self.of("worker_exit"):
+            label = self.relabel.get((str(r.get("node")), r.get("worker_pid")))  # type: ignore[arg-type]
+            if label is not None and r.get("attempt") != label:
+                r.setdefault("attempt_reported", r.get("attempt"))
+                r["attempt"] = label
 
     def of(self, *evs: str, attempt: str | None = None) -> list[Record]:
         return [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import psutil
 
@@ -19,10 +19,19 @@ class Worker:
     local_rank: int | None
     restart_count: int
     node: str
+    launch: int | None = None
+    """CHAOS_LAUNCH in the worker's environment; a scheduler target raises it per requeue (None: not set)."""
+    generation: int = 0
+    """Which round of workers the harness saw this one in (ProcessTree numbers them from 1)."""
 
     @property
     def key(self) -> tuple[int, float]:
         return (self.pid, self.create_time)
+
+    def attempt(self, default_launch: int) -> str:
+        """The attempt id the worker's events carry (chaos.sdk.attempt_id): ``launch.restart_count``."""
+        return f"{default_launch if self.launch is None else self.launch}.{self.restart_count}"
+
 
 
 def _env_int(env: dict[str, str], name: str) -> int | None:
@@ -68,6 +77,9 @@ class ProcessTree:
     def __init__(self) -> None:
         self.roots: dict[str, psutil.Process] = {}
         self._seen: dict[tuple[int, float], Worker | None] = {}
+        self.generation = 0
+        """The newest round of workers: a round starts when a worker appears while none of the last one lives."""
+        self._members: set[tuple[int, float]] = set()
 
     def add_root(self, node: str, pid: int) -> None:
         self.roots[node] = psutil.Process(pid)
@@ -107,7 +119,8 @@ class ProcessTree:
         if "TORCHELASTIC_RESTART_COUNT" in env and "RANK" in env:
             worker = Worker(pid=proc.pid, create_time=key[1], rank=_env_int(env, "RANK"),
                             local_rank=_env_int(env, "LOCAL_RANK"),
-                            restart_count=_env_int(env, "TORCHELASTIC_RESTART_COUNT") or 0, node=node)
+                            restart_count=_env_int(env, "TORCHELASTIC_RESTART_COUNT") or 0, node=node,
+                            launch=_env_int(env, "CHAOS_LAUNCH"))
         if worker is not None or time.time() - key[1] > NEGATIVE_CACHE_AFTER_S:
             self._seen[key] = worker
         return worker
@@ -130,7 +143,24 @@ class ProcessTree:
                 continue
         # A worker's own children (dataloader workers) inherit RANK: keep the topmost per rank.
         pids = {w.pid for w in found}
-        return [w for w in found if parents.get(w.pid) not in pids]
+        return self._number_rounds([w for w in found if parents.get(w.pid) not in pids])
+
+    def _number_rounds(self, live: list[Worker]) -> list[Worker]:
+        """Give each newly seen worker its round (see ``History.align_attempts`` for why)."""
+        new = [w for w in live if w.generation == 0]
+        if not new:
+            return live
+        if not self._members & {w.key for w in live}:
+            self.generation += 1
+            self._members = set()
+        out = []
+        for w in live:
+            if w.generation == 0:
+                w = replace(w, generation=self.generation)
+                self._seen[w.key] = w
+                self._members.add(w.key)
+            out.append(w)
+        return out
 
     def owns(self, pid: int, create_time: float | None = None) -> bool:
         """True when ``pid`` is in the run's tree and (if given) still the same process."""

@@ -91,6 +91,8 @@ class Runner:
         self.sleep = sleep
         self._signals = 0
         self._attempt_ranks: dict[str, set[tuple[str, int | None]]] = {}
+        self._round_members: dict[int, list[Worker]] = {}
+        self._round_label: dict[int, str] = {}
         self._finishing = False
         self._t0 = clock()
 
@@ -156,7 +158,7 @@ class Runner:
         interrupted_by: int | None = None
         tail_output = ""
         try:
-            run.ledger.open(dirs=[run.ckpt_dir])
+            run.ledger.open(dirs=[run.ckpt_dir, *run.target.owned_dirs(run)])
             run.target.check(run)
             armed = [_Armed(s, s.build(), s.trigger.build()) for s in self.exp.faults]
             for a in armed:
@@ -266,12 +268,12 @@ class Runner:
             self._watch_workers(run, known, spawned, world)
             if out_tail is not None:
                 new += self._regex_steps(run, out_tail, step_re, spawned)
+            run.history.add(new)  # first: it relabels a round's attempts (History.align_attempts)
             for rec in new:
                 if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
                     max_step = max(max_step, rec["step"])
                 if rec.get("ev") == "start":
                     joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
-            run.history.add(new)
             self.witness.observe(new)
             # Only a workload seen to speak the protocol (some attempt sent `start`) can be judged
             # stuck by its silence; a script without the protocol is only bounded by timeout_s.
@@ -330,17 +332,26 @@ class Runner:
         current = {w.key: w for w in run.tree.workers()}
         for key, w in current.items():
             if key not in known:
-                attempt = f"{run.launch_no}.{w.restart_count}"
-                spawned.setdefault(attempt, self.clock() - self._t0)
-                # Distinct ranks, not spawns: in a multi-node job an agent restarted by a peer's
-                # re-rendezvous keeps its restart count, so one attempt id can spawn a rank twice.
-                self._attempt_ranks.setdefault(attempt, set()).add((w.node, w.rank))
-                world[attempt] = len(self._attempt_ranks[attempt])
-                run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=attempt)
+                reported = w.attempt(run.launch_no)
+                self._round_members.setdefault(w.generation, []).append(w)
+                label = self._round_label.get(w.generation)
+                if label is None or attempt_key(reported) > attempt_key(label):
+                    label = self._round_label[w.generation] = reported
+                # One round, one attempt (History.align_attempts): a peer agent that only
+                # re-rendezvoused reports its old restart count; relabel what its ranks write.
+                for m in self._round_members[w.generation]:
+                    if m.attempt(run.launch_no) != label:
+                        run.history.set_attempt(m.node, m.pid, label)
+                spawned.setdefault(label, self.clock() - self._t0)
+                self._attempt_ranks.setdefault(label, set()).update(
+                    (m.node, m.rank) for m in self._round_members[w.generation])
+                world[label] = len(self._attempt_ranks[label])
+                run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,
+                        generation=w.generation)
         for key, w in known.items():
             if key not in current:
                 run.log("worker_exit", worker_pid=w.pid, rank=w.rank, node=w.node,
-                        attempt=f"{run.launch_no}.{w.restart_count}")
+                        attempt=self._round_label.get(w.generation, w.attempt(run.launch_no)))
         known.clear()
         known.update(current)
 

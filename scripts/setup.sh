@@ -24,10 +24,20 @@ if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then
   command -v ip >/dev/null || missing+=(iproute2)
   command -v nft >/dev/null || missing+=(nftables)
   command -v dockerd >/dev/null || missing+=(docker.io)
+  # The slurm target's local cluster (each run starts its own munged, slurmctld and slurmds).
+  command -v slurmctld >/dev/null || missing+=(slurm-wlm)
+  command -v munged >/dev/null || missing+=(munge)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     apt-get update -qq >/dev/null
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    # No service starts during the install (no system munge/slurm daemons left running): the
+    # harness starts the daemons it needs per run, with their own key and configuration.
+    policy=/usr/sbin/policy-rc.d
+    made_policy=0
+    if [ ! -e "$policy" ]; then printf '#!/bin/sh\nexit 101\n' > "$policy"; chmod +x "$policy"; made_policy=1; fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null \
+      || { [ $made_policy = 1 ] && rm -f "$policy"; exit 1; }
+    [ $made_policy = 1 ] && rm -f "$policy"
   fi
   if ! docker info >/dev/null 2>&1; then
     echo "setup: starting dockerd (log: /tmp/chaos-dockerd.log)" >&2

@@ -34,4 +34,4 @@ class HangRank(Fault, kind="hang-rank"):
             run.ledger.push(self.owner, Signal(pid=w.pid, create_time=w.create_time, signal="SIGCONT"))
         pids = signal_workers(run, workers, _signal.SIGSTOP)
         return {"pids": pids, "ranks": [w.rank for w in workers if w.pid in pids],
-                "nodes": sorted({w.node for w in workers}), "attempt": f"{run.launch_no}.{workers[0].restart_count}"}
+                "nodes": sorted({w.node for w in workers}), "attempt": workers[0].attempt(run.launch_no)}

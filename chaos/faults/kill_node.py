@@ -32,7 +32,7 @@ class KillNode(Fault, kind="kill-node"):
     """Kill every process of a node (its torchrun agent and all its workers) at once, as a machine loss looks to its peers."""
 
     Config = KillNodeConfig
-    needs_target = ("netns", "docker")
+    needs_target = ("netns", "docker", "slurm")
 
     def plan(self, run: RunContext) -> list[str]:
         return [f"kill -{self.config.signal.removeprefix('SIG')} <agent of node {self.config.node} and every descendant>"]

@@ -41,8 +41,9 @@ def current_workers(run: RunContext, node: str | None = None) -> list[Worker]:
     workers = [w for w in run.tree.workers() if node is None or w.node == node]
     if not workers:
         return []
-    newest = max(w.restart_count for w in workers)
-    return sorted((w for w in workers if w.restart_count == newest), key=lambda w: (w.rank or 0))
+    # The newest round the harness saw: restart counts differ between the nodes of one round.
+    newest = max(w.generation for w in workers)
+    return sorted((w for w in workers if w.generation == newest), key=lambda w: (w.rank or 0))
 
 
 def select_workers(run: RunContext, rank: int | str, node: str | None = None) -> list[Worker]:
@@ -92,4 +93,4 @@ class KillRank(Fault, kind="kill-rank"):
         # Nothing to register for revert: a killed process stays killed, recovery is the job's.
         pids = signal_workers(run, workers, getattr(_signal, c.signal))
         return {"pids": pids, "ranks": [w.rank for w in workers if w.pid in pids], "signal": c.signal,
-                "attempt": f"{run.launch_no}.{workers[0].restart_count}"}
+                "attempt": workers[0].attempt(run.launch_no)}

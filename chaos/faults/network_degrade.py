@@ -60,7 +60,7 @@ class NetworkDegrade(Fault, kind="network-degrade"):
     """Degrade a node's link: delay, jitter, loss, corruption, duplication, reordering, bandwidth (tc netem; nftables/tbf without it)."""
 
     Config = NetworkDegradeConfig
-    needs_target = ("netns", "docker")
+    needs_target = ("netns", "docker", "slurm")
 
     def check(self, run: RunContext) -> None:
         require_root("network-degrade fault")

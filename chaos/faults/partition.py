@@ -48,7 +48,7 @@ class Partition(Fault, kind="partition"):
     """Cut nodes off from each other (one node from the rest, or two groups; one way or both) with nftables drop rules."""
 
     Config = PartitionConfig
-    needs_target = ("netns", "docker")
+    needs_target = ("netns", "docker", "slurm")
 
     def check(self, run: RunContext) -> None:
         require_root("partition fault")

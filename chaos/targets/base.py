@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -56,6 +57,10 @@ class Target:
 
     def check(self, run: RunContext) -> None:
         """Raise CapabilityError naming what is missing (root, docker) and how to get it."""
+
+    def owned_dirs(self, run: RunContext) -> list[Path]:
+        """Directories outside the run directory that the target creates and removes (its scope in the ledger)."""
+        return []
 
     def plan(self, run: RunContext) -> list[str]:
         """What prepare/launch will do, with exact commands, for ``--dry-run``."""

@@ -70,6 +70,11 @@ class Netns(Target, kind="netns"):
     def node_count(self) -> int:
         return self.config.nodes
 
+    @property
+    def namespace_count(self) -> int:
+        """Node namespaces to create: the job's nodes (a scheduler target adds spares)."""
+        return self.config.nodes
+
     def check(self, run: RunContext) -> None:
         require_root("netns target")
         for tool in ("ip", "nsenter"):
@@ -92,7 +97,7 @@ class Netns(Target, kind="netns"):
             (["ip", "-n", sw, "link", "add", n.bridge, "type", "bridge"],
              Command(["ip", "-n", sw, "link", "del", n.bridge], only_if=["ip", "-n", sw, "link", "show", n.bridge])),
         ]
-        for k in range(self.config.nodes):
+        for k in range(self.namespace_count):
             ns, nif, sif = n.node_ns(k), n.node_if(k), n.switch_if(k)
             steps.append((["ip", "netns", "add", ns],
                           Command(["ip", "netns", "del", ns], only_if=["test", "-e", f"/run/netns/{ns}"])))
@@ -107,7 +112,7 @@ class Netns(Target, kind="netns"):
         subnet = self._addressing(run)
         sw = n.switch_ns
         cmds = [["ip", "-n", sw, "link", "set", "lo", "up"], ["ip", "-n", sw, "link", "set", n.bridge, "up"]]
-        for k in range(self.config.nodes):
+        for k in range(self.namespace_count):
             ns, nif, sif = n.node_ns(k), n.node_if(k), n.switch_if(k)
             cmds += [["ip", "-n", sw, "link", "set", sif, "master", n.bridge],
                      ["ip", "-n", sw, "link", "set", sif, "up"],
@@ -128,7 +133,7 @@ class Netns(Target, kind="netns"):
         return [Node(name=f"node{k}", rank=k, address=node_address(subnet, k),
                      info={"netns": n.node_ns(k), "ifname": n.node_if(k), "switch_if": n.switch_if(k),
                            "net_exec": ["ip", "netns", "exec", n.node_ns(k)]})
-                for k in range(self.config.nodes)]
+                for k in range(self.namespace_count)]
 
     def prepare(self, run: RunContext) -> None:
         for cmd, undo in self._setup_commands(run):

@@ -52,3 +52,45 @@ def test_a_run_with_malformed_lines_is_inconclusive(tmp_path: Path) -> None:
     result = judge_protocol(history.malformed)
     assert result.verdict == "inconclusive" and "2 event line(s) broke the protocol" in result.reason
     assert exit_code_for([result]) == 1
+
+
+def _spawn(node: str, pid: int, attempt: str, generation: int, t: float) -> dict:
+    return {"ev": "worker_spawn", "t": t, "source": "harness", "node": node, "worker_pid": pid,
+            "attempt": attempt, "generation": generation}
+
+
+def _ev(ev: str, host: str, pid: int, attempt: str, t: float, **kw) -> dict:
+    return {"ev": ev, "t": t, "host": host, "pid": pid, "rank": 0, "attempt": attempt, **kw}
+
+
+def test_align_attempts_gives_a_round_one_attempt() -> None:
+    """A peer agent that only re-rendezvoused reports its old restart count: its new rank is relabelled."""
+    from chaos.events import History
+
+    h = History([
+        _spawn("node0", 10, "0.0", 1, 1.0), _spawn("node1", 11, "0.0", 1, 1.0),
+        _ev("start", "node0", 10, "0.0", 2.0), _ev("start", "node1", 11, "0.0", 2.0),
+        _spawn("node1", 21, "0.1", 2, 5.0), _spawn("node0", 20, "0.0", 2, 5.1),
+        _ev("start", "node0", 20, "0.0", 6.0), _ev("start", "node1", 21, "0.1", 6.0),
+        {"ev": "worker_exit", "t": 9.0, "source": "harness", "node": "node0", "worker_pid": 20, "attempt": "0.0"},
+    ])
+    h.align_attempts()
+    starts = {(r["host"], r["pid"]): r["attempt"] for r in h.of("start")}
+    assert starts == {("node0", 10): "0.0", ("node1", 11): "0.0", ("node0", 20): "0.1", ("node1", 21): "0.1"}
+    relabelled = next(r for r in h.of("start") if r["pid"] == 20)
+    assert relabelled["attempt_reported"] == "0.0", "what the process said is kept next to the correction"
+    assert h.of("worker_exit")[0]["attempt"] == "0.1"
+    # A record the same process writes later is relabelled on the way in.
+    h.add([_ev("step", "node0", 20, "0.0", 7.0, step=21, epoch=0, samples=[1])])
+    assert h.of("step")[0]["attempt"] == "0.1"
+
+
+def test_align_attempts_leaves_consistent_rounds_alone() -> None:
+    from chaos.events import History
+
+    h = History([_spawn("local", 10, "0.0", 1, 1.0), _spawn("local", 11, "0.0", 1, 1.0),
+                 _ev("start", "local", 10, "0.0", 2.0), _spawn("local", 20, "0.1", 2, 5.0),
+                 _ev("start", "local", 20, "0.1", 6.0)])
+    h.align_attempts()
+    assert [r["attempt"] for r in h.of("start")] == ["0.0", "0.1"]
+    assert not h.relabel

@@ -69,3 +69,24 @@ def test_a_young_process_without_a_rank_is_looked_at_again(monkeypatch) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_rounds_are_numbered_by_what_is_alive() -> None:
+    """A worker that appears while a worker of the current round lives joins it; one that appears
+    after the whole round is gone starts the next (how torchrun's rounds follow each other)."""
+    from chaos.processes import Worker
+
+    tree = ProcessTree()
+
+    def w(pid: int, restart: int) -> Worker:
+        return Worker(pid=pid, create_time=float(pid), rank=pid % 2, local_rank=0, restart_count=restart, node="n")
+
+    first = tree._number_rounds([w(10, 0), w(11, 0)])
+    assert [x.generation for x in first] == [1, 1]
+    # Rank 1 of round 1 died; its replacement cannot appear before rank 0 is gone too, but if it
+    # does (a launcher that overlaps rounds) it joins the live round rather than invent a new one.
+    assert [x.generation for x in tree._number_rounds([first[0], w(21, 1)])] == [1, 1]
+    # Everything of round 1 gone: the next workers are round 2, whatever restart count they report.
+    second = tree._number_rounds([w(30, 0), w(31, 1)])
+    assert [x.generation for x in second] == [2, 2]
+    assert tree._number_rounds(second) == second, "a known worker keeps its round"

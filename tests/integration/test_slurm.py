@@ -1,0 +1,150 @@
+"""The slurm target's local cluster leaves nothing behind: not on Ctrl-C, and not after a SIGKILLed harness + chaos cleanup.
+
+The workload is the torch-free agent (tests/fixtures/fake_torchrun.py) on each node, so what is
+timed is the cluster and the job, not torch's start-up; experiments/slurm-*.yaml run the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from chaos.ledger import Ledger
+from chaos.network import short_id
+from chaos.safety import find_leftovers
+from chaos.slurm.minicluster import missing_commands, state_root
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
+
+pytestmark = [
+    pytest.mark.integration, pytest.mark.root,
+    pytest.mark.skipif(os.geteuid() != 0, reason="the slurm target needs root (network namespaces): "
+                       "run as root, or in CI (.ci/run)"),
+    pytest.mark.skipif(bool(missing_commands()), reason=f"needs {', '.join(missing_commands())}: "
+                       "bash scripts/setup.sh as root installs slurm-wlm and munge"),
+]
+
+
+def _experiment(tmp: Path) -> Path:
+    doc = {
+        "name": "slurm-safety",
+        "workload": {"command": [sys.executable, str(FAKE_TORCHRUN), "--nproc", "1", "--max-restarts", "3",
+                                 "--steps", "100000", "--ckpt-every", "5", "--step-sleep", "0.05"]},
+        "target": {"kind": "slurm", "nodes": 2},
+        "checks": [], "timeout_s": 600, "seed": 0,
+    }
+    path = tmp / "slurm-safety.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+class Run:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.env = {**os.environ, "CHAOS_STATE_DIR": str(tmp / "state"), "PYTHONUNBUFFERED": "1"}
+        self.out = open(tmp / "harness.out", "w+b")
+        self.proc = subprocess.Popen([sys.executable, "-m", "chaos", "run", str(_experiment(tmp)), "--runs-dir",
+                                      str(tmp / "runs")], cwd=tmp, env=self.env, stdout=self.out,
+                                     stderr=subprocess.STDOUT)
+        self.run_dir: Path | None = None
+
+    def output(self) -> str:
+        self.out.flush()
+        return (self.tmp / "harness.out").read_text(errors="replace")
+
+    def wait_running(self, timeout_s: float = 120) -> Path:
+        """Until the job runs and both nodes' workers have spawned (seen by the harness)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            logs = sorted((self.tmp / "runs").glob("*/harness.jsonl"))
+            if logs:
+                self.run_dir = logs[0].parent
+                recs = [json.loads(x) for x in logs[0].read_text().splitlines() if x.strip()]
+                running = any(r.get("ev") == "slurm_job" and r.get("state") == "RUNNING" for r in recs)
+                nodes = {r.get("node") for r in recs if r.get("ev") == "worker_spawn"}
+                if running and nodes >= {"node0", "node1"}:
+                    return self.run_dir
+            if self.proc.poll() is not None:
+                pytest.fail(f"chaos run exited {self.proc.returncode} before the job ran:\n{self.output()[-3000:]}")
+            time.sleep(0.2)
+        pytest.fail(f"the Slurm job did not run on both nodes within {timeout_s:g} s:\n{self.output()[-3000:]}")
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.run_dir is not None:
+            subprocess.run([sys.executable, "-m", "chaos", "cleanup", "--force", str(self.run_dir)], cwd=self.tmp,
+                           env=self.env, capture_output=True, timeout=180)
+        self.out.close()
+
+
+def _slurm_processes(run_dir: Path) -> list[str]:
+    """Daemons started for this run: their command line names its slurm.conf or its state directory."""
+    marks = (str(run_dir.resolve() / "slurm"), str(state_root(short_id(run_dir))))
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        line = " ".join(p.info["cmdline"] or [])
+        if any(m in line for m in marks):
+            out.append(f"{p.pid}: {line[:160]}")
+    return out
+
+
+def _assert_nothing_left(run_dir: Path) -> None:
+    left = [f"{x.kind}: {x.what}" for x in find_leftovers(run_dir)]
+    left += [f"slurm daemon {p}" for p in _slurm_processes(run_dir)]
+    if state_root(short_id(run_dir)).exists():
+        left.append(f"state directory {state_root(short_id(run_dir))}")
+    assert not left, "left behind:\n" + "\n".join(left)
+    assert Ledger(run_dir).closed
+
+
+@pytest.fixture
+def slurm_run(tmp_path: Path):
+    runs: list[Run] = []
+
+    def start() -> Run:
+        r = Run(tmp_path)
+        runs.append(r)
+        return r
+
+    yield start
+    for r in runs:
+        r.close()
+
+
+def test_ctrl_c_tears_the_cluster_down(slurm_run) -> None:
+    r = slurm_run()
+    run_dir = r.wait_running()
+    assert _slurm_processes(run_dir), "no daemon of the run is up: the check below would prove nothing"
+    scripts = [run_dir / "slurm-job.sh", run_dir / "slurm-node.sh"]
+    assert all(p.exists() for p in scripts), "the job's scripts must stay in the run directory"
+    r.proc.send_signal(signal.SIGINT)
+    assert r.proc.wait(timeout=90) != 0, f"an interrupted run must not pass:\n{r.output()[-2000:]}"
+    _assert_nothing_left(run_dir)
+    recs = [json.loads(x) for x in (run_dir / "harness.jsonl").read_text().splitlines() if x.strip()]
+    up = [x for x in recs if x.get("ev") == "slurm_cluster_up"]
+    assert up and up[0]["seconds"] < 20, f"the local cluster must start in seconds: {up}"
+    assert any(x.get("ev") == "slurm_submit" and x.get("job_id") for x in recs)
+
+
+def test_sigkilled_harness_then_cleanup_leaves_nothing(slurm_run) -> None:
+    r = slurm_run()
+    run_dir = r.wait_running()
+    r.proc.send_signal(signal.SIGKILL)
+    r.proc.wait(timeout=30)
+    assert _slurm_processes(run_dir), "the cluster died with the harness: nothing left for cleanup to prove"
+    res = subprocess.run([sys.executable, "-m", "chaos", "cleanup", str(run_dir)], cwd=r.tmp, env=r.env,
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, f"chaos cleanup failed:\n{res.stdout}\n{res.stderr}"
+    _assert_nothing_left(run_dir)
