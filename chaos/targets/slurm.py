@@ -29,7 +29,7 @@ from chaos.slurm.batch import BatchJob, node_rendezvous
 from chaos.slurm.control import JobState
 from chaos.slurm.minicluster import ClusterNode, ClusterSpec, MiniCluster, missing_commands, state_root
 from chaos.targets.base import Node
-from chaos.targets.netns import Netns, NetnsConfig, require_root
+from chaos.targets.netns import Netns, NetnsConfig, nnodes_arg, require_root
 from chaos.undo import Command
 
 POLL_JOB_S = 0.25
@@ -126,7 +126,7 @@ class Slurm(Netns, kind="slurm"):
     def _batch(self, run: RunContext) -> BatchJob:
         c = self.config
         nodes = self._nodes(run)
-        nnodes = str(c.nodes) if c.min_nodes is None or c.min_nodes == c.nodes else f"{c.min_nodes}:{c.nodes}"
+        nnodes = nnodes_arg(c.nodes, c.min_nodes)
         rdzv = node_rendezvous(nnodes=nnodes, port=c.rdzv_port, rdzv_conf={
             "last_call_timeout": str(c.last_call_timeout_s), "keep_alive_interval": str(c.keep_alive_interval_s)})
         return BatchJob(
