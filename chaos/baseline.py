@@ -19,7 +19,7 @@ from typing import Any
 from chaos.errors import UsageError
 
 VERSION = 1
-RECOVERY = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps")
+RECOVERY = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps", "requeue_s")
 ABS_FLOOR = {"s": 1.0, "lost_steps": 2.0, "save_s": 0.25, "bytes": 0.0}
 """Differences below these are never a regression: scheduling jitter and fsync stalls on a shared runner, one checkpoint interval."""
 REL_MARGIN = 0.25

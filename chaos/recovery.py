@@ -16,6 +16,8 @@ from chaos.outcome import FaultRecord
 # Workload events that show the job reacted to a fault on its own (as opposed to dying of it).
 REACTION_EVENTS = ("health", "ckpt_error", "ckpt_reject")
 FIGURES = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps")
+SLURM_FIGURES = ("requeue_s", "requeue_share")
+"""Only on the slurm target: fault -> the job RUNNING again after Slurm requeued it, and that time's share of resume_s."""
 
 
 def _attempt_at(history: History, t0: float) -> tuple[str | None, str]:
@@ -95,6 +97,7 @@ def compute_recovery(history: History, fault: FaultRecord) -> dict[str, Any]:
     if restart is None:
         restart = next((r for r in later if r.get("ev") == "worker_spawn" and str(r.get("attempt")) != before), None)
     if restart is None:
+        _slurm_requeue(history, t0, figures)
         return figures
     after = str(restart.get("attempt"))
     figures["attempt_after"] = after
@@ -119,7 +122,32 @@ def compute_recovery(history: History, fault: FaultRecord) -> dict[str, Any]:
         evidence["lost_steps"] = f"inferred from the first step of attempt {after} (no ckpt_load)"
     if figures["resumed_from_step"] is not None:
         figures["lost_steps"] = max(0, pre_max - figures["resumed_from_step"])
+    _slurm_requeue(history, t0, figures)
     return figures
+
+
+def _slurm_requeue(history: History, t0: float, figures: dict[str, Any]) -> None:
+    """requeue_s: from the fault until Slurm ran the job again after requeueing it (scontrol's
+    Restarts grew and the state is RUNNING), as the harness saw it polling ``scontrol show job``;
+    requeue_share: that time over resume_s, the part of the recovery Slurm's own path took
+    (detecting the loss, requeueing, holding, scheduling) rather than torchrun and the workload.
+    Absent when the job was not a Slurm job; None when Slurm never requeued it (the job recovered
+    inside its allocation, e.g. torchrun restarted the ranks)."""
+    jobs = history.of("slurm_job")
+    if not jobs:
+        return
+    figures.update({k: None for k in SLURM_FIGURES})
+    before = [r for r in jobs if r.get("t", 0) <= t0]
+    restarts = int(before[-1].get("restarts") or 0) if before else 0
+    back = next((r for r in jobs if r.get("t", 0) > t0 and r.get("state") == "RUNNING"
+                 and int(r.get("restarts") or 0) > restarts), None)
+    if back is None:
+        return
+    figures["requeue_s"] = _delta(back["t"], t0)
+    figures["evidence"]["requeue_s"] = (f"scontrol show job: job {back.get('job_id')} RUNNING again on "
+                                        f"{back.get('nodes')} after restart {back.get('restarts')} (polled every 0.25 s)")
+    if figures.get("resume_s"):
+        figures["requeue_share"] = round(figures["requeue_s"] / figures["resume_s"], 3)
 
 
 def _describe(record: Record) -> str:

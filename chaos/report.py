@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos.recovery import FIGURES, SLURM_FIGURES
+
 if TYPE_CHECKING:
     from chaos.outcome import RunReport
 
@@ -17,6 +19,14 @@ VERDICT_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "inconclusive
 
 def _fmt(value: object) -> str:
     return "-" if value is None else (f"{value:.2f}" if isinstance(value, float) else str(value))
+
+
+def recovery_columns(recoveries: list[dict]) -> list[str]:
+    """The recovery figures to show: the five every target has, plus Slurm's requeue figures on a slurm run."""
+    cols = list(FIGURES)
+    if any("requeue_s" in r for r in recoveries):
+        cols += SLURM_FIGURES
+    return cols
 
 
 def headline(report: "RunReport") -> tuple[str, str]:
@@ -54,20 +64,28 @@ def print_report(report: "RunReport", console: Console | None = None) -> None:
     word, rest = text.split(" ", 1)
     console.print(f"[{style}]{word}[/] {escape(rest)}")
     if o.faults:
-        table = Table(box=None, pad_edge=False, show_edge=False)
-        for col in ("fault", "target", "detect_s", "restart_s", "resume_s", "regain_s", "lost_steps"):
-            table.add_column(col, justify="left" if col in ("fault", "target") else "right")
+        cols = recovery_columns([f.recovery for f in o.faults])
+        rows = []
         for f in o.faults:
-            r = f.recovery
             if f.injected:
                 target = ", ".join(f"{k}={v}" for k, v in f.details.items()
                                    if k in ("ranks", "signal", "path", "mode", "node", "nodes", "code"))
             else:
                 target = f.error or f.status.replace("_", " ")
-            table.add_row(f.label, escape(target[:60]), *(_fmt(r.get(k)) for k in
-                                                           ("detect_s", "restart_s", "resume_s", "regain_s",
-                                                            "lost_steps")))
-        console.print(table)
+            rows.append((f.label, target, [_fmt(f.recovery.get(k)) for k in cols]))
+        if len(cols) <= len(FIGURES) or console.width >= 120:
+            table = Table(box=None, pad_edge=False, show_edge=False)
+            table.add_column("fault", no_wrap=True)
+            table.add_column("target", overflow="fold")
+            for col in cols:  # figures keep their width and header; only the target column folds
+                table.add_column(col, justify="right", no_wrap=True)
+            for label, target, values in rows:
+                table.add_row(label, escape(target[:60]), *values)
+            console.print(table)
+        else:  # seven figures and a target do not fit a narrow terminal: one block per fault
+            for label, target, values in rows:
+                console.print(f"{escape(label)}  [dim]{escape(target)}[/]")
+                console.print("  " + "  ".join(f"{k} {v}" for k, v in zip(cols, values)))
     for line, line_style in check_lines(report):
         word, rest = line.split(" ", 1)
         console.print(f"  [{line_style}]{word}[/] {escape(rest)}")

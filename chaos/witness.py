@@ -41,7 +41,13 @@ def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None) -
     except Exception as exc:  # a verifier bug is no verdict on the checkpoint: say it, judge nothing from it
         fields.update(ok=None, gone=False, problems=[f"verifier crashed: {type(exc).__name__}: {exc}"])
     else:
-        fields.update(ok=report.ok, gone=False, format=report.kind, problems=report.all_problems()[:5])
+        if not report.ok and not os.path.lexists(path):
+            # Retention renamed it away while it was being read (the workload's prune is an atomic
+            # rename): what failed to read was a checkpoint leaving, not a broken one. Judged as gone.
+            fields.update(ok=None, gone=True, format=report.kind,
+                          problems=["removed while being verified: " + "; ".join(report.all_problems()[:2])])
+        else:
+            fields.update(ok=report.ok, gone=False, format=report.kind, problems=report.all_problems()[:5])
     return fields
 
 

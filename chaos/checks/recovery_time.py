@@ -8,12 +8,12 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
 
-Metric = Literal["detect_s", "restart_s", "resume_s", "regain_s", "lost_steps"]
+Metric = Literal["detect_s", "restart_s", "resume_s", "regain_s", "lost_steps", "requeue_s"]
 
 
 class RecoveryTimeConfig(CheckConfig):
     metric: Metric = "resume_s"
-    """detect_s (first reaction), restart_s (next attempt's first start), resume_s (its first step), regain_s (back at the pre-fault step), lost_steps."""
+    """detect_s (first reaction), restart_s (next attempt's first start), resume_s (its first step), regain_s (back at the pre-fault step), lost_steps, requeue_s (slurm target: until Slurm ran the requeued job again)."""
     max_s: float | None = Field(default=None, gt=0)
     """Upper bound for a *_s metric, in seconds."""
     max: float | None = Field(default=None, ge=0)
@@ -59,4 +59,6 @@ def _missing(metric: str) -> str:
         "resume_s": "the next attempt recorded no step (no step event, nothing matched step_regex)",
         "regain_s": "the job never got back to the step it had reached before the fault",
         "lost_steps": "the step the next attempt resumed from is unknown (no ckpt_load and no step)",
+        "requeue_s": "Slurm never ran the job again after a requeue (not a slurm target, or the job recovered "
+                     "inside its allocation)",
     }[metric]

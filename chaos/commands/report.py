@@ -9,6 +9,7 @@ from pathlib import Path
 from chaos.baseline import by_experiment, compare, load_baseline, markdown_summary, read_journals
 from chaos.errors import UsageError
 from chaos.events import History
+from chaos.report import recovery_columns
 from chaos.timeline import plot_timeline
 
 
@@ -32,7 +33,7 @@ def render_markdown(journal: dict) -> str:
     for d in journal.get("diagnostics", []):
         lines.append(f"> **{d}**")
     if journal["faults"]:
-        cols = ["detect_s", "restart_s", "resume_s", "regain_s", "lost_steps"]
+        cols = recovery_columns([f["recovery"] for f in journal["faults"]])
         lines += ["", "## Faults", "", "| fault | details | " + " | ".join(cols) + " |",
                   "|---|---|" + "---|" * len(cols)]
         for f in journal["faults"]:

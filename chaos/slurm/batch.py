@@ -38,6 +38,29 @@ def fill(argv: list[str]) -> str:
     return line
 
 
+PREEMPTION_WRAPPER = """\
+# Slurm preempts with SIGTERM to every task, then SIGKILL after the partition's GraceTime, and
+# requeues only a job it had to kill: one that saves and exits within the grace (what a good
+# workload does) would end FAILED and never run again. So, as submitit and Lightning do, the job
+# requeues itself once its ranks have stopped after a SIGTERM, unless it was cancelled.
+term=
+trap 'term=1; kill -TERM "$child" 2>/dev/null' TERM
+{command} &
+child=$!
+set +e
+wait "$child"; rc=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done
+if [ -n "$term" ]; then
+  if [ "${{SLURM_NODEID:-0}}" = 0 ] && scontrol show job -o "$SLURM_JOB_ID" | grep -q 'JobState=RUNNING '; then
+    echo "chaos: node $node stopped after SIGTERM (exit $rc): scontrol requeue $SLURM_JOB_ID"
+    scontrol requeue "$SLURM_JOB_ID" || true
+  fi
+  exit 143
+fi
+exit "$rc"
+"""
+
+
 @dataclass(frozen=True)
 class BatchJob:
     """Everything the two scripts say; ``job_script``/``node_script`` render them."""
@@ -95,5 +118,5 @@ class BatchJob:
                       "# gloo resolves the host name otherwise, which is not this node's address.",
                       'export GLOO_SOCKET_IFNAME="${IFNAME[$node]}"']
         lines += ['IS_HOST=false; [ "$node" = "$CHAOS_RDZV_HEAD" ] && IS_HOST=true',
-                  f"exec {fill(self.command)}", ""]
+                  *PREEMPTION_WRAPPER.format(command=fill(self.command)).splitlines(), ""]
         return "\n".join(lines)

@@ -50,6 +50,8 @@ class JobState:
     exit_code: int = 0
     exit_signal: int = 0
     flags: tuple[str, ...] = field(default_factory=tuple)
+    requeue: bool = False
+    """Slurm may requeue the job (sbatch --requeue): a PREEMPTED state is then a step on the way back to PENDING."""
 
     @classmethod
     def parse(cls, text: str) -> "JobState":
@@ -61,11 +63,14 @@ class JobState:
         nodes = rec.get("NodeList", "")
         return cls(job_id=rec["JobId"], state=state, reason=rec.get("Reason", ""),
                    nodes="" if nodes == "(null)" else nodes, restarts=_int(rec.get("Restarts")),
-                   exit_code=_int(code), exit_signal=_int(sig), flags=tuple(flags))
+                   exit_code=_int(code), exit_signal=_int(sig), flags=tuple(flags),
+                   requeue=rec.get("Requeue") == "1")
 
     @property
     def finished(self) -> bool:
         """Over for good: a terminal base state and nothing of it still completing on a node."""
+        if self.state == "PREEMPTED" and self.requeue:
+            return False
         return self.state in TERMINAL_STATES and "COMPLETING" not in self.flags
 
     @property
@@ -115,9 +120,14 @@ class SlurmControl:
         merged = {**(self.env or {}), **(env or {})} or None
         return self.shell.run(self.argv(*cmd), check=check, timeout=timeout, env=merged, input=input)
 
-    def submit(self, script: str, env: dict[str, str]) -> str:
-        """``sbatch --parsable SCRIPT`` with the workload's environment; returns the job id."""
-        res = self.run("sbatch", "--parsable", script, env=env)
+    def undo_argv(self, *cmd: str) -> list[str]:
+        """``cmd`` as a ledger entry can replay it: the cluster's SLURM_CONF on the command line, not in the environment."""
+        return self.argv(*(["env", f"SLURM_CONF={self.conf}"] if self.conf else []), *cmd)
+
+    def submit(self, script: str | None, env: dict[str, str] | None = None, options: Sequence[str] = ()) -> str:
+        """``sbatch --parsable [OPTIONS] [SCRIPT]`` (with ``env`` added to the environment; no script with
+        ``--wrap``); returns the job id."""
+        res = self.run("sbatch", "--parsable", *options, *([script] if script else []), env=env)
         job_id = res.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise FaultError(f"sbatch did not return a job id: {res.stdout.strip()!r} {res.stderr.strip()!r}")
@@ -141,6 +151,14 @@ class SlurmControl:
 
     def requeue(self, job_id: str) -> None:
         self.run("scontrol", "requeue", job_id)
+
+    def hostnames(self, hostlist: str) -> list[str]:
+        """``node[0,2]`` as ``["node0", "node2"]`` (Slurm's own expansion, ``scontrol show hostnames``)."""
+        return self.run("scontrol", "show", "hostnames", hostlist, timeout=10).stdout.split()
+
+    def update_node(self, name: str, **fields: str) -> None:
+        """``scontrol update NodeName=NAME Key=value ...`` (drain, resume: operator rights)."""
+        self.run("scontrol", "update", f"NodeName={name}", *(f"{k}={v}" for k, v in fields.items()))
 
     def nodes(self) -> dict[str, dict[str, str]]:
         """Every node's record from ``scontrol show node -o``, by name."""

@@ -28,6 +28,11 @@ from chaos.launch import PACKAGE_ROOT
 from chaos.slurm.control import SlurmControl
 from chaos.undo import Command, KillTree, RemovePath
 
+PARTITION = "chaos"
+"""The partition the run's job is submitted to."""
+URGENT_PARTITION = "chaos-urgent"
+"""A higher-priority partition on the same nodes: a job there preempts the run's (the preempt fault)."""
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "srun", "sinfo")
 """What the local cluster needs on PATH (Debian: apt-get install -y slurm-wlm munge)."""
 
@@ -82,6 +87,8 @@ class ClusterSpec:
             "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core",
             "SchedulerType=sched/backfill",
+            "PreemptType=preempt/partition_prio",
+            "PreemptMode=REQUEUE",
             # Schedule a pending (requeued) job within a second instead of the next 30 s backfill pass.
             "SchedulerParameters=bf_interval=1,sched_min_interval=100000",
             "ReturnToService=2",
@@ -101,7 +108,10 @@ class ClusterSpec:
         ]
         for node in self.nodes:
             lines.append(f"NodeName={node.name} NodeAddr={node.address} NodeHostname={node.name} CPUs=1 State=UNKNOWN")
-        lines.append("PartitionName=chaos Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
+        # The job runs in `chaos`; a job in `chaos-urgent` (higher PriorityTier) preempts it the way a
+        # production cluster's high-priority work does: SIGTERM, GraceTime, SIGKILL, requeue.
+        lines.append(f"PartitionName={PARTITION} Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1")
+        lines.append(f"PartitionName={URGENT_PARTITION} Nodes=ALL MaxTime=INFINITE State=UP PriorityTier=2")
         return "\n".join(lines) + "\n"
 
 

@@ -22,11 +22,11 @@ from typing import Literal
 from pydantic import Field
 
 from chaos.context import RunContext
-from chaos.errors import CapabilityError
+from chaos.errors import CapabilityError, FaultError
 from chaos.launch import workload_argv, workload_env
 from chaos.network import run_names
 from chaos.slurm.batch import BatchJob, node_rendezvous
-from chaos.slurm.control import JobState
+from chaos.slurm.control import JobState, SlurmControl
 from chaos.slurm.minicluster import ClusterNode, ClusterSpec, MiniCluster, missing_commands, state_root
 from chaos.targets.base import Node
 from chaos.targets.netns import Netns, NetnsConfig, nnodes_arg, require_root
@@ -148,12 +148,25 @@ class Slurm(Netns, kind="slurm"):
         delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
         ctl = cluster.control
         self.job_id = ctl.submit(str(job_script), env=delta)
-        active = ctl.argv("sh", "-c", f"squeue -h -j {self.job_id} -t PD,R,CG,CF,S,RQ,SE 2>/dev/null | grep -q .")
-        run.ledger.push("target/procs", Command(ctl.argv("env", f"SLURM_CONF={cluster.conf}", "scancel",
-                                                         self.job_id),
-                                                only_if=["env", f"SLURM_CONF={cluster.conf}", *active]))
+        active = f"squeue -h -j {self.job_id} -t PD,R,CG,CF,S,RQ,SE 2>/dev/null | grep -q ."
+        run.ledger.push("target/procs", Command(ctl.undo_argv("scancel", self.job_id),
+                                                only_if=ctl.undo_argv("sh", "-c", active)))
         run.log("slurm_submit", job_id=self.job_id, script=str(job_script), nodes=job.nodes)
         return self.nodes
+
+    def running_job(self) -> tuple["SlurmControl", str]:
+        """The cluster's client commands and the run's job id, for a fault that acts through Slurm."""
+        if self.cluster is None or self.job_id is None:
+            raise FaultError("the Slurm job has not been submitted yet")
+        return self.cluster.control, self.job_id
+
+    def job_nodes(self) -> list[str]:
+        """The Slurm node names the job runs on now (scontrol's NodeList, expanded), first node first."""
+        ctl, job_id = self.running_job()
+        state = ctl.job(job_id)
+        if state is None or not state.nodes:
+            raise FaultError(f"job {job_id} has no nodes now (state {state.state if state else 'unknown'})")
+        return ctl.hostnames(state.nodes)
 
     def exit_code(self) -> int | None:
         """None while the job may still run (pending, running, requeued); then its exit status."""

@@ -148,3 +148,28 @@ def test_sigkilled_harness_then_cleanup_leaves_nothing(slurm_run) -> None:
                          capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, f"chaos cleanup failed:\n{res.stdout}\n{res.stderr}"
     _assert_nothing_left(run_dir)
+
+
+def test_a_workload_that_does_not_save_on_sigterm_fails_saved_on_preempt_naming_the_lost_steps(tmp_path: Path) -> None:
+    """The reference workload passes experiments/slurm-preempt-fsdp.yaml; this fixture has no SIGTERM
+    handler, dies of the preemption notice, and loses the steps since its last periodic checkpoint."""
+    from chaos.experiment import load_experiment
+    from chaos.runner import Runner
+
+    doc = yaml.safe_load((ROOT / "experiments" / "slurm-preempt-fsdp.yaml").read_text())
+    doc.update(name="slurm-preempt-deaf", timeout_s=180)
+    doc["workload"]["script"] = str(ROOT / "tests" / "fixtures" / "workloads" / "ddp_no_sigterm_save.py")
+    doc["checks"] = [{"completes": {"min_restarts": 1}}, {"saved_on_preempt": {}}]
+    path = tmp_path / "deaf.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    report = Runner(load_experiment(path), runs_root=tmp_path / "runs", golden=None).run()
+    v = {r.kind: r for r in report.checks}
+    detail = "\n".join(f"{r.kind}: {r.verdict} {r.reason}" for r in report.checks)
+    assert v["completes"].verdict == "pass", detail  # it did recover, from its last periodic checkpoint
+    saved = v["saved_on_preempt"]
+    assert saved.verdict == "fail", detail
+    assert "step(s) lost" in saved.reason and "no checkpoint between the SIGTERM and the kill" in saved.reason, detail
+    figs = saved.figures["preempt#0"]
+    assert figs["lost_steps"] > 0 and figs["resumed_from_step"] == 20, detail
+    assert report.exit_code == 1
+    _assert_nothing_left(report.run_dir)

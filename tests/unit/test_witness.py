@@ -48,3 +48,28 @@ def test_a_run_without_checkpoints_starts_no_child() -> None:
     witness.observe([{"ev": "step", "step": 1}])
     witness.close()
     assert witness._child is None
+
+
+def test_a_checkpoint_pruned_while_it_is_read_is_gone_not_broken(tmp_path: Path) -> None:
+    from chaos.checkpoint.verify import verify
+    from chaos.witness import look
+
+    path = sealed(tmp_path / "step_000010", 10)
+
+    def verify_while_pruned(p: Path, load: bool = False):
+        report = verify(p, load=load)
+        return report
+
+    def prune_midway(p: Path, load: bool = False):
+        (p / "shard.bin").unlink()  # what a reader sees when retention takes the directory mid-read
+        report = verify(p, load=load)
+        p.rename(tmp_path / ".tmp-prune-step_000010")
+        return report
+
+    assert look({"path": str(path)}, verify_while_pruned)["ok"] is True
+    result = look({"path": str(path)}, prune_midway)
+    assert result["ok"] is None and result["gone"] is True and "removed while being verified" in result["problems"][0]
+    # Still there and broken: that is a broken checkpoint, whoever broke it.
+    broken = sealed(tmp_path / "step_000020", 20)
+    (broken / "shard.bin").write_bytes(b"torn")
+    assert look({"path": str(broken)})["ok"] is False

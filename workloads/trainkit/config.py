@@ -79,6 +79,9 @@ class TrainConfig:
     pg_timeout_s: float = 60.0
     """Process-group init and collective timeout, so a dead or hung peer is detected fast."""
 
+    save_on_sigterm: bool = True
+    """On SIGTERM (a scheduler's preemption notice, torchrun shutting down) finish the step, save a checkpoint and exit 143, instead of dying with the steps since the last save."""
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written right below each dataclass field, by field name."""

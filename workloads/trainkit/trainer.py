@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -36,6 +38,9 @@ class Trainer:
         self.env: DistEnv | None = None
         self.step = 0
         self.health: Any = None
+        self.sigterm = threading.Event()
+        """Set by the SIGTERM handler; the ranks agree on it in the step's all-reduce (see ``train``)."""
+        self.preempted = False
 
     # ---- hooks --------------------------------------------------------------------------------
 
@@ -71,10 +76,17 @@ class Trainer:
     def run(self) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
                             stream=sys.stderr)
+        if self.cfg.save_on_sigterm:
+            # Only a flag here: the save is a collective, and a handler runs between two bytecodes of
+            # whatever the main thread was doing (possibly inside the previous save).
+            signal.signal(signal.SIGTERM, lambda signum, frame: self.sigterm.set())
         try:
             self.env = init_distributed(self.cfg.pg_timeout_s)
             self.setup()
             self.train()
+            if self.preempted:
+                self.checkpointer.close()
+                return 128 + signal.SIGTERM  # what dying of the signal would have said, with the state saved
             self.finish()
         except Exception:
             log.exception("rank %s failed at step %d", self.env.rank if self.env else "?", self.step)
@@ -126,9 +138,13 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
             self.step += 1
-            total = loss_sum.detach().reshape(1).clone()
+            # The preemption flag rides in the step's all-reduce: SIGTERM reaches the ranks at different
+            # moments, and all of them must stop after the same step to save one consistent checkpoint.
+            total = torch.cat([loss_sum.detach().reshape(1).float(),
+                               torch.tensor([1.0 if self.sigterm.is_set() else 0.0], device=loss_sum.device)])
             dist.all_reduce(total)
-            loss = total.item() / batch.global_size
+            loss = total[0].item() / batch.global_size
+            stop = total[1].item() > 0
             sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss)
             if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
@@ -139,6 +155,12 @@ class Trainer:
                 # Named so a judge can tell the save the health alert asked for from the periodic one.
                 # Passed only when set: a user's checkpointer with save(step, app) keeps working.
                 self.checkpointer.save(self.step, self.app, **({"reason": "health"} if health_due else {}))
+            if stop:
+                if not (periodic or health_due):
+                    self.checkpointer.save(self.step, self.app, reason="preempt")
+                log.warning("rank %d: SIGTERM, saved step %d and stopping", env.rank, self.step)
+                self.preempted = True
+                return
             if cfg.step_sleep > 0:
                 time.sleep(cfg.step_sleep)
 

@@ -54,6 +54,36 @@ def test_no_restart_leaves_the_later_figures_unset(sim):
     assert figures["restart_s"] is None and figures["resume_s"] is None and figures["lost_steps"] is None
 
 
+def _slurm_job(sim, t, state, restarts, nodes="node[0-1]"):
+    sim.records.append({"ev": "slurm_job", "t": t, "source": "harness", "job_id": "7", "state": state,
+                        "restarts": restarts, "nodes": nodes})
+
+
+def test_requeue_figures_come_from_the_job_running_again_after_a_requeue(sim):
+    fault = killed_and_resumed(sim)
+    t0 = fault.t_inject
+    _slurm_job(sim, t0 - 5, "RUNNING", 0)
+    _slurm_job(sim, t0 + 1.0, "COMPLETING", 1, "node0")  # requeued: not yet running again
+    _slurm_job(sim, t0 + 1.5, "PENDING", 1, "")
+    _slurm_job(sim, t0 + 2.0, "RUNNING", 1, "node[0,2]")
+    figures = compute_recovery(sim.history(), fault)
+    assert figures["requeue_s"] == 2.0
+    assert figures["requeue_share"] == round(2.0 / figures["resume_s"], 3)
+    assert "node[0,2]" in figures["evidence"]["requeue_s"]
+
+
+def test_requeue_figures_are_none_when_slurm_never_requeued_and_absent_off_slurm(sim, outcome_of):
+    fault = killed_and_resumed(sim)
+    assert "requeue_s" not in compute_recovery(sim.history(), fault)  # not a slurm job
+    _slurm_job(sim, fault.t_inject - 5, "RUNNING", 0)
+    _slurm_job(sim, fault.t_inject + 9, "COMPLETED", 0)  # torchrun restarted the ranks in the job
+    figures = compute_recovery(sim.history(), fault)
+    assert figures["requeue_s"] is None and figures["requeue_share"] is None
+    result = RecoveryTime(RecoveryTimeConfig(metric="requeue_s", max_s=60)).evaluate(
+        outcome_of(sim.history(), faults=[fault_with(**figures)]))
+    assert result.verdict == "fail" and "never ran the job again" in result.reason
+
+
 def fault_with(**recovery):
     return FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=0.0, recovery=recovery)
 

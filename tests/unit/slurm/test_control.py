@@ -49,6 +49,13 @@ def test_completing_and_requeued_jobs_are_not_over() -> None:
     assert not requeued.finished and requeued.restarts == 1 and requeued.nodes == ""
 
 
+def test_a_preempted_job_that_slurm_will_requeue_is_not_over() -> None:
+    preempted = JobState.parse(RUNNING.replace("JobState=RUNNING", "JobState=PREEMPTED"))
+    assert preempted.requeue and not preempted.finished
+    final = JobState.parse(RUNNING.replace("JobState=RUNNING", "JobState=PREEMPTED").replace("Requeue=1", "Requeue=0"))
+    assert final.finished and final.shell_exit_code() == 1
+
+
 def test_garbage_is_not_a_job() -> None:
     with pytest.raises(ValueError):
         JobState.parse("slurm_load_jobs error: Invalid job id specified")
