@@ -101,10 +101,14 @@ class HealthAction(Check, kind="health_action"):
         return None
 
     def _excluded(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
-        h, device = outcome.history, event.get("device")
-        record = [e for e in read_exclusions(exclusions_path(outcome.run_dir)) if e.get("device") == device]
+        h, device, host = outcome.history, event.get("device"), event.get("host")
+        record = [e for e in read_exclusions(exclusions_path(outcome.run_dir)) if e.get("device") == device
+                  and e.get("host") in (None, host)]
         if not record:
-            return f"device {device} is not in {exclusions_path(outcome.run_dir).name}"
+            return f"device {device} of {host} is not in {exclusions_path(outcome.run_dir).name}"
+        drains = [r for r in h.of("slurm_drain") if r.get("node") == host and r.get("t", 0) >= event["t"]]
+        if drains:
+            return self._drained(drains[0], outcome, figs)
         relaunches = [r for r in h.of("launch") if r.get("t", 0) > event["t"] and "visible_devices" in r]
         if not relaunches:
             return "the device was recorded as bad but the job was never relaunched without it"
@@ -119,6 +123,22 @@ class HealthAction(Check, kind="health_action"):
         final = h.final_attempt()
         if outcome.exit_code != 0 or final is None or _launch_of(final) != launch.get("launch"):
             return f"the job did not complete in the relaunch without device {device} (exit {outcome.exit_code}, final attempt {final})"
+        return None
+
+    def _drained(self, drain: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+        """On a scheduler (Slurm): the node was drained, and the job ran again, and finished, without it."""
+        h, node = outcome.history, drain.get("node")
+        later = [r for r in h.of("start") if r.get("t", 0) > drain["t"]]
+        hosts = sorted({str(r.get("host")) for r in later})
+        figs.update(drained=node, drain_reason=drain.get("reason"), hosts_after=hosts)
+        if not later:
+            return f"{node} was drained but the job never started again"
+        if node in hosts:
+            attempt = next(r.get("attempt") for r in later if r.get("host") == node)
+            return f"attempt {attempt} ran on {node} after it was drained"
+        final = h.final_attempt()
+        if outcome.exit_code != 0 or final is None or final not in {str(r.get("attempt")) for r in later}:
+            return f"the job did not complete after {node} was drained (exit {outcome.exit_code}, final attempt {final})"
         return None
 
     def _checkpointed(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:

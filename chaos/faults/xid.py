@@ -43,6 +43,8 @@ class XidConfig(FaultConfig):
     """Report again every every_s seconds, count times in all (ECC creep); unset: once."""
     allow_kmsg: bool = False
     """Opt in to writing the real kernel log (sink kmsg). Without it the kmsg sink is refused."""
+    node: int = Field(default=0, ge=0, le=63)
+    """Multi-node targets: which of the nodes the job runs on now reports it (sink file: that node's own kernel-<node>.log)."""
 
     @field_validator("device")
     @classmethod
@@ -86,6 +88,7 @@ class Xid(Fault, kind="xid"):
         super().__init__(config, index)
         self._stop = threading.Event()
         self._repeater: threading.Thread | None = None
+        self._node: str | None = None
 
     @property
     def device_index(self) -> int | None:
@@ -115,12 +118,33 @@ class Xid(Fault, kind="xid"):
             raise CapabilityError(f"sink {c.sink} addresses GPUs by index; bus id {c.device} is not one of the "
                                   f"simulated GPUs' (give device as an index)")
 
+    @staticmethod
+    def _multi_node(run: RunContext) -> bool:
+        return run.target is not None and run.target.node_count > 1
+
+    def _node_name(self, run: RunContext) -> str | None:
+        """The node that reports the XID on a multi-node target (None on one node)."""
+        if not self._multi_node(run):
+            return None
+        names = run.target.job_node_names()  # type: ignore[union-attr]
+        if self.config.node >= len(names):
+            raise FaultError(f"no node {self.config.node}: the job runs on {names}")
+        return names[self.config.node]
+
+    def _log_path(self, run: RunContext, node: str | None) -> os.PathLike[str]:
+        # One simulated kernel log per node where the nodes share the run directory: every node's
+        # monitor follows its own (file:...kernel-{host}.log), as each machine has its own dmesg.
+        return run.run_dir / (KERNEL_LOG if node is None else f"kernel-{node}.log")
+
     def prepare(self, run: RunContext) -> None:
         c = self.config
         if c.sink == "file":
-            path = run.run_dir / KERNEL_LOG
-            path.touch()
-            add_workload_source(run, f"file:{path}")
+            if self._multi_node(run):
+                add_workload_source(run, f"file:{run.run_dir / 'kernel-{host}.log'}")
+            else:
+                path = run.run_dir / KERNEL_LOG
+                path.touch()
+                add_workload_source(run, f"file:{path}")
         elif c.sink == "nvml":
             from chaos.health.nvml import init_sim_state
 
@@ -149,7 +173,7 @@ class Xid(Fault, kind="xid"):
         line = format_xid_line(c.code, self.bus_id, pid=pid, name="python" if pid else None)
         if c.sink == "file":
             # dmesg's "[seconds since boot]" prefix, so tools that parse real logs parse this one.
-            with open(run.run_dir / KERNEL_LOG, "a", encoding="utf-8") as fh:
+            with open(self._log_path(run, self._node), "a", encoding="utf-8") as fh:
                 fh.write(f"[{time.monotonic():12.6f}] {line}\n")
         elif c.sink == "kmsg":
             fd = os.open("/dev/kmsg", os.O_WRONLY)
@@ -167,18 +191,23 @@ class Xid(Fault, kind="xid"):
                 sink=c.sink, n=n, line=line)
         return line
 
-    def _owner_pid(self, run: RunContext, device: int | None) -> int | None:
+    def _owner(self, run: RunContext, device: int | None):
+        """The newest worker that holds ``device`` (on the reporting node, on a multi-node target)."""
         owner = device_owner(run, device)
-        for w in run.tree.workers():
-            if w.rank == owner:
-                return w.pid
-        return None
+        workers = [w for w in run.tree.workers() if (w.local_rank == owner if self._node else w.rank == owner)
+                   and (self._node is None or w.node == self._node)]
+        return max(workers, key=lambda w: w.key) if workers else None
+
+    def _owner_pid(self, run: RunContext, device: int | None) -> int | None:
+        w = self._owner(run, device)
+        return w.pid if w else None
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c = self.config
         if self._repeater is not None and self._repeater.is_alive():
             raise FaultError(f"{self.label} is still repeating its previous injection; use one trigger per creep")
         device = self.device_index
+        self._node = self._node_name(run)
         # Nothing to register for revert: a logged XID stays logged (like a real one); the repeats
         # stop on revert, and die with the harness if it is killed.
         line = self._write(run, 1)
@@ -188,8 +217,10 @@ class Xid(Fault, kind="xid"):
                                               name=f"xid-repeat-{self.index}")
             self._repeater.start()
         row = classify(c.code)
+        owner = self._owner(run, device) if self._node else None
+        rank = (owner.rank if owner else None) if self._node else device_owner(run, device)
         return {"code": c.code, "device": device, "bus_id": self.bus_id, "sink": c.sink, "line": line,
-                "rank": device_owner(run, device), "category": row.category, "action": row.action.value,
+                "node": self._node, "rank": rank, "category": row.category, "action": row.action.value,
                 "repeat": c.repeat.model_dump() if c.repeat else None}
 
     def _repeat(self, run: RunContext) -> None:

@@ -35,7 +35,8 @@ def add_exclusion(path: str | os.PathLike[str], entry: dict[str, Any]) -> None:
     with open(f"{path}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         devices = read_exclusions(path)
-        if any(d.get("device") == entry.get("device") for d in devices):
+        # One device per host: on a multi-node job every node has a device 0.
+        if any(d.get("device") == entry.get("device") and d.get("host") == entry.get("host") for d in devices):
             return
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         with open(tmp, "w", encoding="utf-8") as fh:

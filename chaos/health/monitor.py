@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -78,6 +79,7 @@ class Actuator:
         elif decision.action is Action.EXCLUDE:
             add_exclusion(self.exclusions_file, {
                 "device": decision.device, "bus_id": bus_id, "code": decision.code, "rank": self.rank,
+                "host": os.environ.get("CHAOS_HOST") or socket.gethostname(),
                 "attempt": sdk.attempt_id(), "t": time.time()})
             # Restarting in place would put the same dead device back in the job: stop the whole
             # launch, so the scheduler (the harness's runner here) relaunches without the device.

@@ -12,6 +12,7 @@ import errno
 import os
 import select
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -240,7 +241,9 @@ def open_source(spec: str) -> Source:
     if kind == "file":
         if not arg:
             raise SourceUnavailable("the file source needs a path: file:/path/to/kernel.log")
-        return FileSource(arg)
+        # {host}: this node's own log where the nodes share a directory (the harness's multi-node
+        # targets keep one simulated kernel log per node in the run directory).
+        return FileSource(arg.replace("{host}", os.environ.get("CHAOS_HOST") or socket.gethostname()))
     if kind == "kmsg":
         return KmsgSource(arg or None)
     if kind == "journal":

@@ -55,6 +55,10 @@ class Target:
     def node_count(self) -> int:
         return 1
 
+    def job_node_names(self) -> list[str]:
+        """The nodes the job runs on now, node rank order (a scheduler may have moved it: see Slurm)."""
+        return [n.name for n in sorted(self.nodes, key=lambda n: n.rank)]
+
     def check(self, run: RunContext) -> None:
         """Raise CapabilityError naming what is missing (root, docker) and how to get it."""
 

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from chaos.context import RunContext
 from chaos.errors import CapabilityError, FaultError
+from chaos.health.exclusions import exclusions_path, read_exclusions
 from chaos.launch import workload_argv, workload_env
 from chaos.network import run_names
 from chaos.slurm.batch import BatchJob, node_rendezvous
@@ -63,6 +64,8 @@ class Slurm(Netns, kind="slurm"):
         self.job_id: str | None = None
         self.job: JobState | None = None
         self._asked = 0.0
+        self._exclusions_seen: int | None = None
+        self._drained: set[str] = set()
 
     @property
     def namespace_count(self) -> int:
@@ -168,6 +171,40 @@ class Slurm(Netns, kind="slurm"):
             raise FaultError(f"job {job_id} has no nodes now (state {state.state if state else 'unknown'})")
         return ctl.hostnames(state.nodes)
 
+    def job_node_names(self) -> list[str]:
+        return self.job_nodes()
+
+    def _drain_excluded(self, state: JobState) -> None:
+        """Play the cluster's node health check: a GPU the workload's monitor excluded takes its node
+        out of service (DRAIN, with the XID as the reason, as NHC or an operator would), and the
+        job is requeued so Slurm starts it again without that node (a spare, or fewer nodes with
+        min_nodes). The node is resumed when the run ends (the ledger)."""
+        assert self.cluster is not None and self.job_id is not None
+        path = exclusions_path(self.cluster.run.run_dir)
+        try:
+            stamp = path.stat().st_mtime_ns
+        except FileNotFoundError:
+            return
+        if stamp == self._exclusions_seen:
+            return
+        self._exclusions_seen = stamp
+        run, ctl = self.cluster.run, self.cluster.control
+        for entry in read_exclusions(path):
+            node = str(entry.get("host") or "")
+            if node not in {n.name for n in self.nodes} or node in self._drained:
+                continue
+            self._drained.add(node)
+            reason = f"XID {entry.get('code')} on GPU {entry.get('bus_id')} (chaos run {run_names(run).rid})"
+            drained = f"scontrol show node -o {shlex.quote(node)} | grep -q DRAIN"
+            run.ledger.push("target", Command(ctl.undo_argv("scontrol", "update", f"NodeName={node}", "State=RESUME"),
+                                              only_if=ctl.undo_argv("sh", "-c", drained)))
+            ctl.update_node(node, State="DRAIN", Reason=reason)
+            requeue = state.running and node in ctl.hostnames(state.nodes)
+            if requeue:
+                ctl.requeue(self.job_id)
+            run.log("slurm_drain", node=node, reason=reason, device=entry.get("device"), job_id=self.job_id,
+                    requeued=requeue)
+
     def exit_code(self) -> int | None:
         """None while the job may still run (pending, running, requeued); then its exit status."""
         if self.cluster is None or self.job_id is None:
@@ -180,6 +217,7 @@ class Slurm(Netns, kind="slurm"):
         if state is None:  # the controller did not answer this time: ask again next poll
             return None
         previous, self.job = self.job, state
+        self._drain_excluded(state)
         if previous is None or state.summary() != previous.summary():
             self.cluster.run.log("slurm_job", **state.summary())
             if previous is not None and state.restarts > previous.restarts:
