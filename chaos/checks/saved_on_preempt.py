@@ -74,8 +74,9 @@ class SavedOnPreempt(Check, kind="saved_on_preempt"):
         lost = max(0, last - int(resumed))
         figs["lost_steps"] = lost
         if lost > self.config.max_lost_steps:
-            saved = (f"it committed step {figs['saved_step']} after the SIGTERM" if saves
-                     else "it committed no checkpoint between the SIGTERM and the kill")
+            # The fault's time, not the signal's: Slurm preempts on its next scheduling pass.
+            saved = (f"its newest commit after the preemption began was step {figs['saved_step']}" if saves
+                     else "it committed no checkpoint between the preemption and the kill")
             figs["why"] = (f"{lost} step(s) lost: attempt {before} reached step {last}, {saved}, and attempt {after} "
                            f"resumed from step {resumed}, so steps {int(resumed) + 1}..{last} ran twice"
                            f" (bound {self.config.max_lost_steps})")

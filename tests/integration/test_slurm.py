@@ -168,8 +168,11 @@ def test_a_workload_that_does_not_save_on_sigterm_fails_saved_on_preempt_naming_
     assert v["completes"].verdict == "pass", detail  # it did recover, from its last periodic checkpoint
     saved = v["saved_on_preempt"]
     assert saved.verdict == "fail", detail
-    assert "step(s) lost" in saved.reason and "no checkpoint between the SIGTERM and the kill" in saved.reason, detail
+    assert "step(s) lost" in saved.reason and "ran twice" in saved.reason, detail
     figs = saved.figures["preempt#0"]
-    assert figs["lost_steps"] > 0 and figs["resumed_from_step"] == 20, detail
+    # Slurm preempts on its next scheduling pass: under load the SIGTERM can land after the step-30
+    # save, which is then the periodic one; what must hold is that steps were lost and named.
+    assert figs["lost_steps"] > 0 and figs["resumed_from_step"] in (20, 30), detail
+    assert f"steps {figs['resumed_from_step'] + 1}..{figs['last_step']}" in saved.reason, detail
     assert report.exit_code == 1
     _assert_nothing_left(report.run_dir)

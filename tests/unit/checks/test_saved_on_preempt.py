@@ -47,14 +47,14 @@ def test_a_job_that_ignores_sigterm_fails_naming_the_lost_steps(sim, outcome_of)
     result = judge(sim, outcome_of, fault)
     assert result.verdict == "fail"
     assert "5 step(s) lost" in result.reason and "steps 5..9" in result.reason
-    assert "no checkpoint between the SIGTERM and the kill" in result.reason
+    assert "no checkpoint between the preemption and the kill" in result.reason
     assert judge(sim, outcome_of, fault, max_lost_steps=5).verdict == "pass"
 
 
 def test_a_save_the_next_attempt_did_not_use_still_loses_steps(sim, outcome_of):
     fault = preempted(sim, saves=True, resume_from=4)
     result = judge(sim, outcome_of, fault)
-    assert result.verdict == "fail" and "committed step 7 after the SIGTERM" in result.reason
+    assert result.verdict == "fail" and "commit after the preemption began was step 7" in result.reason
 
 
 def test_no_preemption_no_checkpoints_or_no_restart_prove_nothing(sim, outcome_of):
