@@ -163,6 +163,7 @@ class Runner:
             armed = [_Armed(s, s.build(), s.trigger.build()) for s in self.exp.faults]
             for a in armed:
                 a.fault.check(run)
+                run.target.admit(run, a.fault.kind, a.fault.config)
             run.target.prepare(run)
             for a in armed:
                 a.fault.prepare(run)
@@ -377,6 +378,11 @@ class Runner:
         rec.details["trigger"] = a.spec.trigger.describe()
         try:
             details = a.fault.inject(run) or {}
+            # A fault that first had to find its target (a listing step on a remote node) says when
+            # it acted: recovery is timed from there, not from when the search began.
+            acted = details.pop("t_fault", None)
+            if isinstance(acted, float) and rec.t_inject <= acted <= time.time():
+                rec.t_inject = acted
             rec.details.update(details)
             run.log("fault_inject", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index,
                     t_fault=rec.t_inject, details=details)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import signal as _signal
+import time
 from typing import Any, Literal
 
 from chaos.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
-from chaos.faults.kill_rank import select_workers, signal_workers
-from chaos.undo import Signal
+from chaos.faults.kill_rank import resume_later, select_workers, signal_workers
 
 
 class HangRankConfig(FaultConfig):
@@ -31,7 +31,8 @@ class HangRank(Fault, kind="hang-rank"):
     def inject(self, run: RunContext) -> dict[str, Any]:
         workers = select_workers(run, self.config.rank, self.config.node)
         for w in workers:
-            run.ledger.push(self.owner, Signal(pid=w.pid, create_time=w.create_time, signal="SIGCONT"))
+            run.ledger.push(self.owner, resume_later(run, w))
+        t_fault = time.time()
         pids = signal_workers(run, workers, _signal.SIGSTOP)
-        return {"pids": pids, "ranks": [w.rank for w in workers if w.pid in pids],
+        return {"t_fault": t_fault, "pids": pids, "ranks": [w.rank for w in workers if w.pid in pids],
                 "nodes": sorted({w.node for w in workers}), "attempt": workers[0].attempt(run.launch_no)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal as _signal
+import time
 from typing import Any, Literal
 
 from pydantic import field_validator
@@ -11,6 +12,7 @@ from chaos.context import RunContext
 from chaos.errors import FaultError
 from chaos.faults.base import Fault, FaultConfig
 from chaos.processes import Worker
+from chaos.undo import Signal, Undo
 
 # Stopping signals belong to hang-rank: a stopped rank is a hang, not a death.
 _NOT_KILLS = {"SIGSTOP", "SIGTSTP", "SIGCONT", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGWINCH", "SIGURG"}
@@ -36,9 +38,14 @@ class KillRankConfig(FaultConfig):
         return name
 
 
+def _remote(run: RunContext) -> bool:
+    return bool(run.target is not None and run.target.remote_workers)
+
+
 def current_workers(run: RunContext, node: str | None = None) -> list[Worker]:
     """Live workers of the newest attempt (the highest restart count present), optionally on one node."""
-    workers = [w for w in run.tree.workers() if node is None or w.node == node]
+    live = run.target.workers(run) if run.target is not None else run.tree.workers()
+    workers = [w for w in live if node is None or w.node == node]
     if not workers:
         return []
     # The newest round the harness saw: restart counts differ between the nodes of one round.
@@ -66,6 +73,8 @@ def signal_workers(run: RunContext, workers: list[Worker], sig: _signal.Signals)
     """Send ``sig`` to workers after re-checking each is still ours (never a reused PID)."""
     import psutil
 
+    if _remote(run):  # a step on each worker's node checks and signals there (chaos/slurm/steps.py)
+        return run.target.signal(run, workers, sig)  # type: ignore[union-attr]
     hit = []
     for w in workers:
         if not run.tree.owns(w.pid, w.create_time):
@@ -91,6 +100,14 @@ class KillRank(Fault, kind="kill-rank"):
         c = self.config
         workers = select_workers(run, c.rank, c.node)
         # Nothing to register for revert: a killed process stays killed, recovery is the job's.
+        t_fault = time.time()
         pids = signal_workers(run, workers, getattr(_signal, c.signal))
-        return {"pids": pids, "ranks": [w.rank for w in workers if w.pid in pids], "signal": c.signal,
+        return {"t_fault": t_fault, "pids": pids, "ranks": [w.rank for w in workers if w.pid in pids], "signal": c.signal,
                 "attempt": workers[0].attempt(run.launch_no)}
+
+
+def resume_later(run: RunContext, w: Worker, signal: str = "SIGCONT") -> Undo:
+    """The ledger entry that sends ``signal`` to ``w`` on revert, wherever the worker runs."""
+    if _remote(run):
+        return run.target.signal_undo(run, w, signal)  # type: ignore[union-attr]
+    return Signal(pid=w.pid, create_time=w.create_time, signal=signal)

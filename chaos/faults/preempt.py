@@ -50,16 +50,20 @@ class Preempt(Fault, kind="preempt"):
         c = self.config
         target = run.target
         ctl, job_id = target.running_job()  # type: ignore[union-attr]
-        nodes = target.job_nodes()  # type: ignore[union-attr]
-        node = nodes[c.node] if -len(nodes) <= c.node < len(nodes) else nodes[-1]
+        node = target.job_node(c.node)  # type: ignore[union-attr]
         name = self._urgent_name(run)
-        run.ledger.push(self.owner, Command(ctl.undo_argv("scontrol", "update", f"PartitionName={PARTITION}",
-                                                          "GraceTime=0")))
-        ctl.run("scontrol", "update", f"PartitionName={PARTITION}", f"GraceTime={c.grace_s}")
+        if target.local:  # type: ignore[union-attr]
+            # The throwaway cluster's partition is the run's own; on a user's cluster its GraceTime
+            # is left alone (Slurm.admit refuses grace_s there).
+            run.ledger.push(self.owner, Command(ctl.undo_argv("scontrol", "update", f"PartitionName={PARTITION}",
+                                                              "GraceTime=0")))
+            ctl.run("scontrol", "update", f"PartitionName={PARTITION}", f"GraceTime={c.grace_s}")
         # Pushed before the submit: a job id comes back only if it worked, the name is known now.
         run.ledger.push(self.owner, Command(ctl.undo_argv("scancel", f"--name={name}")))
+        partition = URGENT_PARTITION if target.local else target.config.preempt_partition  # type: ignore[union-attr]
         urgent = ctl.submit(None, options=[
-            f"--partition={URGENT_PARTITION}", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
+            f"--partition={partition}", f"--nodelist={node}", "--nodes=1", "--ntasks=1",
             f"--job-name={name}", f"--output={run.run_dir.resolve() / ('slurm-' + name + '-%j.out')}",
             "--wrap", shlex.join(["sleep", "infinity"])])
-        return {"job_id": job_id, "node": node, "urgent_job": urgent, "grace_s": c.grace_s}
+        return {"job_id": job_id, "node": node, "urgent_job": urgent, "partition": partition,
+                "grace_s": c.grace_s if target.local else None}  # type: ignore[union-attr]

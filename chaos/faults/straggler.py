@@ -11,8 +11,7 @@ from pydantic import Field
 
 from chaos.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
-from chaos.faults.kill_rank import select_workers
-from chaos.undo import Signal
+from chaos.faults.kill_rank import resume_later, select_workers
 
 
 class StragglerConfig(FaultConfig):
@@ -79,18 +78,22 @@ class Straggler(Fault, kind="straggler"):
         return [f"every {c.period_s:g} s: kill -STOP <rank {c.rank}>, {c.stopped_fraction * c.period_s:g} s later "
                 f"kill -CONT; until duration_s or the run ends (follows that process, not its restarts)"]
 
-    def _cycles(self, run: RunContext) -> list[DutyCycle]:
+    def _cycles(self, run: RunContext) -> list[Any]:
         return run.scratch.setdefault(f"straggler/{self.index}", [])
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c = self.config
         workers = select_workers(run, c.rank, c.node)
         w = workers[0]
-        proc = psutil.Process(w.pid)
-        run.ledger.push(self.owner, Signal(pid=w.pid, create_time=w.create_time, signal="SIGCONT"))
-        cycle = DutyCycle(proc, c.stopped_fraction * c.period_s, (1 - c.stopped_fraction) * c.period_s)
-        self._cycles(run).append(cycle)
-        cycle.start()
+        run.ledger.push(self.owner, resume_later(run, w))
+        stopped_s, running_s = c.stopped_fraction * c.period_s, (1 - c.stopped_fraction) * c.period_s
+        if run.target is not None and run.target.remote_workers:
+            # A step on the rank's node runs the cycle there (chaos/slurm/steps.py).
+            self._cycles(run).append(run.target.slow(run, w, stopped_s, running_s))  # type: ignore[attr-defined]
+        else:
+            cycle = DutyCycle(psutil.Process(w.pid), stopped_s, running_s)
+            self._cycles(run).append(cycle)
+            cycle.start()
         return {"pids": [w.pid], "ranks": [w.rank], "node": w.node, "stopped_fraction": c.stopped_fraction,
                 "period_s": c.period_s}
 

@@ -112,7 +112,11 @@ class BatchJob:
             lines += [table("ADDR", self.addresses),
                       'RDZV_HOST="${ADDR[$CHAOS_RDZV_HEAD]}"', 'LOCAL_ADDR="${ADDR[$node]}"']
         else:
-            lines += ['RDZV_HOST="$CHAOS_RDZV_HEAD"', 'LOCAL_ADDR="$node"']
+            # A cluster of the user's: the address Slurm itself reaches a node at (NodeAddr), which
+            # need not be what its name resolves to; the name when the record has none.
+            lines += ['node_addr() { local a; a="$(scontrol show node -o "$1" 2>/dev/null | grep -o \'NodeAddr=[^ ]*\' | cut -d= -f2 || true)";'
+                      ' echo "${a:-$1}"; }',
+                      'RDZV_HOST="$(node_addr "$CHAOS_RDZV_HEAD")"', 'LOCAL_ADDR="$(node_addr "$node")"']
         if self.ifnames:
             lines += [table("IFNAME", self.ifnames),
                       "# gloo resolves the host name otherwise, which is not this node's address.",

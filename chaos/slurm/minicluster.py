@@ -13,7 +13,9 @@ daemon starts (recipe: ../shared/notes/slurm-minicluster.md).
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -49,7 +51,8 @@ def state_root(rid: str) -> Path:
 class ClusterNode:
     name: str
     address: str
-    netns: str
+    netns: str | None
+    """The node's network namespace; None: the host's own network (a one-node cluster, see ``standalone``)."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class ClusterSpec:
     requeue_delay_s: int = 5
     slurmd_timeout_s: int = 10
     kill_wait_s: int = 5
+    ctld_port: int = 6817
+    slurmd_port: int = 6818
+    """Slurm's default ports; a cluster on the host's own network takes free ones (two clusters there would clash)."""
 
     def render(self) -> str:
         lines = [
@@ -74,6 +80,8 @@ class ClusterSpec:
             f"ClusterName={self.name}",
             # slurmctld refuses to start unless SlurmctldHost is this host's own name.
             f"SlurmctldHost={self.controller_host}({self.controller_address})",
+            f"SlurmctldPort={self.ctld_port}",
+            f"SlurmdPort={self.slurmd_port}",
             "SlurmUser=root",
             "SlurmdUser=root",
             "AuthType=auth/munge",
@@ -115,6 +123,28 @@ class ClusterSpec:
         return "\n".join(lines) + "\n"
 
 
+def _enter(netns: str | None) -> tuple[str, ...]:
+    # nsenter, not `ip netns exec`: that remounts /sys, and slurmd then finds no cgroup filesystem.
+    return ("nsenter", f"--net=/run/netns/{netns}") if netns else ()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def standalone_spec(root: Path, name: str, node: str | None = None) -> ClusterSpec:
+    """A one-node cluster on the host's own network (127.0.0.1, free ports), e.g. to stand in for a
+    user's cluster in a test of ``cluster: existing``: nothing of it is a run's namespace."""
+    host = os.uname().nodename
+    return ClusterSpec(name=name, controller_host=host, controller_address="127.0.0.1",
+                       nodes=(ClusterNode(node or host, "127.0.0.1", None),), state=root / "slurm" / "state",
+                       logs=root / "logs",
+                       munge_socket=root / "slurm" / "state" / "munge" / "munge.socket", ctld_port=free_port(),
+                       slurmd_port=free_port())
+
+
 def missing_commands() -> list[str]:
     return [c for c in DAEMONS if shutil.which(c) is None]
 
@@ -129,12 +159,12 @@ def daemon_env() -> dict[str, str]:
 class MiniCluster:
     """Brings up and (through the ledger) tears down one run's cluster."""
 
-    def __init__(self, run: RunContext, spec: ClusterSpec, conf: Path, switch_ns: str) -> None:
+    def __init__(self, run: RunContext, spec: ClusterSpec, conf: Path, switch_ns: str | None) -> None:
         self.run = run
         self.spec = spec
         self.conf = conf
         self.switch_ns = switch_ns
-        self.control = SlurmControl(run.shell, conf=str(conf), prefix=("nsenter", f"--net=/run/netns/{switch_ns}"))
+        self.control = SlurmControl(run.shell, conf=str(conf), prefix=_enter(switch_ns))
         self.node_pids: dict[str, int] = {}
 
     def plan(self) -> list[str]:
@@ -142,8 +172,8 @@ class MiniCluster:
         lines = [f"slurm: write {self.conf} (cluster {s.name}, controller {s.controller_address}, "
                  f"{len(s.nodes)} node(s)); state and sockets in {s.state}",
                  f"slurm: munged -F -f --socket={s.munge_socket} --key-file={s.state / 'munge' / 'munge.key'}",
-                 f"slurm: nsenter --net=/run/netns/{self.switch_ns} slurmctld -D -f {self.conf}"]
-        lines += [f"slurm: nsenter --net=/run/netns/{n.netns} {sys.executable} -m chaos.slurm.reaper "
+                 f"slurm: {shlex.join([*_enter(self.switch_ns), 'slurmctld', '-D', '-f', str(self.conf)])}"]
+        lines += [f"slurm: {shlex.join([*_enter(n.netns), sys.executable, '-m', 'chaos.slurm.reaper'])} "
                   f"slurmd -D -f {self.conf} -N {n.name}" for n in s.nodes]
         return lines
 
@@ -180,11 +210,10 @@ class MiniCluster:
                               f"--seed-file={s.state / 'munge' / 'munged.seed'}",
                               f"--log-file={s.logs / 'munged.log'}"], s.logs / "munged.out", "munged")]
         self._wait(lambda: s.munge_socket.exists(), 10, "munged did not create its socket", procs)
-        procs.append(self._spawn(["nsenter", f"--net=/run/netns/{self.switch_ns}", "slurmctld", "-D", "-f",
-                                  str(self.conf)], s.logs / "slurmctld.out", "slurmctld"))
+        procs.append(self._spawn([*_enter(self.switch_ns), "slurmctld", "-D", "-f", str(self.conf)],
+                                 s.logs / "slurmctld.out", "slurmctld"))
         for node in s.nodes:
-            # nsenter, not `ip netns exec`: that remounts /sys, and slurmd then finds no cgroup filesystem.
-            p = self._spawn(["nsenter", f"--net=/run/netns/{node.netns}", sys.executable, "-m", "chaos.slurm.reaper",
+            p = self._spawn([*_enter(node.netns), sys.executable, "-m", "chaos.slurm.reaper",
                              "slurmd", "-D", "-f", str(self.conf), "-N", node.name],
                             s.logs / f"slurmd-{node.name}.out", f"slurmd {node.name}")
             self.node_pids[node.name] = p.pid

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from chaos.context import RunContext
+from chaos.processes import Worker
 from chaos.registry import TARGETS
 
 
@@ -61,6 +62,17 @@ class Target:
 
     def check(self, run: RunContext) -> None:
         """Raise CapabilityError naming what is missing (root, docker) and how to get it."""
+
+    def admit(self, run: RunContext, kind: str, config: Any) -> None:
+        """Raise CapabilityError, before launch, for a fault of ``kind`` this target cannot let the run do."""
+
+    # The run's ranks. Here: the run's own process tree on this host. A target whose nodes the
+    # harness cannot see (Slurm, cluster: existing) answers through the scheduler instead.
+    remote_workers: ClassVar[bool] = False
+
+    def workers(self, run: RunContext) -> list["Worker"]:
+        """Live training workers of the run."""
+        return run.tree.workers()
 
     def owned_dirs(self, run: RunContext) -> list[Path]:
         """Directories outside the run directory that the target creates and removes (its scope in the ledger)."""

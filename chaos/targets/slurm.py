@@ -8,38 +8,91 @@ submits ``slurm-job.sh`` (kept in the run directory) with sbatch, follows the jo
 run's process tree still holds every rank (each slurmd runs under a subreaper), so rank, node,
 network and storage faults act on them exactly as on the netns target.
 
+``cluster: existing`` submits the same scripts to the user's cluster (a staging partition), with
+the run directory on a filesystem its nodes share. The harness cannot see the compute nodes'
+processes there, so rank faults act through ``srun --overlap --jobid`` steps inside the job's own
+allocation (chaos/slurm/steps.py), and what would touch the cluster itself (a node's daemon or
+network, a drain without operator rights, another partition's settings) is refused before launch.
+
 How this maps onto Kubernetes (not runnable on these machines) is in docs/slurm.md.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import shlex
+import shutil
+import signal as _signal
+import subprocess
+import sys
 import time
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+import psutil
+from pydantic import Field, model_validator
 
 from chaos.context import RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.health.exclusions import exclusions_path, read_exclusions
-from chaos.launch import workload_argv, workload_env
+from chaos.launch import PACKAGE_ROOT, workload_argv, workload_env
 from chaos.network import run_names
+from chaos.processes import Worker
 from chaos.slurm.batch import BatchJob, node_rendezvous
 from chaos.slurm.control import JobState, SlurmControl
-from chaos.slurm.minicluster import ClusterNode, ClusterSpec, MiniCluster, missing_commands, state_root
+from chaos.slurm.minicluster import (PARTITION, ClusterNode, ClusterSpec, MiniCluster, missing_commands,
+                                     state_root)
 from chaos.targets.base import Node
 from chaos.targets.netns import Netns, NetnsConfig, nnodes_arg, require_root
-from chaos.undo import Command
+from chaos.undo import Command, KillTree
 
 POLL_JOB_S = 0.25
 """How often the job's state is asked for: a requeue or the end is seen within this (scontrol costs ~10 ms)."""
 
 
+CLIENT_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "srun")
+"""What ``cluster: existing`` needs on the submit host."""
+
+LOCAL_ONLY = ("spare_nodes", "requeue_delay_s", "slurmd_timeout_s")
+EXISTING_ONLY = ("conf", "partition", "account", "qos", "time", "shared_dir", "preempt_partition")
+
+REFUSED_ON_EXISTING = {
+    "kill-node": "kills a node's slurmd and every process on it, which needs root on a compute node of your "
+                 "cluster; run it on the local cluster (target.cluster: local)",
+    "partition": "cuts a node's network namespace, which only the local cluster's nodes have (target.cluster: local)",
+    "network-degrade": "shapes a node's network namespace, which only the local cluster's nodes have "
+                       "(target.cluster: local)",
+    "storage-full": "fills a filesystem mounted on the submit host only; the compute nodes would not see it "
+                    "(target.cluster: local)",
+    "read-only-storage": "remounts the checkpoint directory on the submit host only; the compute nodes would not "
+                         "see it (target.cluster: local)",
+}
+"""Faults that would act on the cluster itself rather than on the run's own job: refused before launch."""
+
+
 class SlurmConfig(NetnsConfig):
-    cluster: Literal["local"] = "local"
-    """local: a throwaway real Slurm cluster on this host for the run (needs root, slurm-wlm and munge)."""
+    cluster: Literal["local", "existing"] = "local"
+    """local: a throwaway real Slurm cluster on this host for the run (needs root, slurm-wlm and munge).
+    existing: submit to your cluster (SLURM_CONF, or ``conf``), e.g. a staging partition; needs ``shared_dir``."""
+    nodes: int = Field(default=2, ge=1, le=32)
+    """Nodes of the job (sbatch --nodes), one torchrun agent each."""
+    conf: str | None = None
+    """existing: the cluster's slurm.conf (default: $SLURM_CONF, else Slurm's compiled-in default)."""
+    partition: str | None = None
+    """existing: sbatch --partition (default: the cluster's default partition)."""
+    account: str | None = None
+    """existing: sbatch --account."""
+    qos: str | None = None
+    """existing: sbatch --qos."""
+    time: str | None = None
+    """existing: sbatch --time (e.g. "00:20:00"); the job is cancelled at the end of the run either way."""
+    shared_dir: str | None = None
+    """existing (required): a directory every node sees at the same path; the run directory (events,
+    checkpoints, the job's scripts) must be inside it: ``chaos run --runs-dir SHARED_DIR/runs``."""
+    preempt_partition: str | None = None
+    """existing: a partition whose jobs preempt the run's (higher PriorityTier), for the preempt fault."""
     spare_nodes: int = Field(default=0, ge=0, le=8)
     """Idle nodes beyond ``nodes``, where Slurm can start the job again after it lost one."""
     requeue_delay_s: int = Field(default=5, ge=1, le=600)
@@ -49,11 +102,30 @@ class SlurmConfig(NetnsConfig):
     """How long the controller waits on a silent node before it marks it DOWN and requeues its job
     (SlurmdTimeout; Slurm's default is 300 s)."""
     sbatch_args: list[str] = Field(default_factory=list)
-    """Extra sbatch options, e.g. ["--time=00:10:00"] (each one #SBATCH line)."""
+    """Extra sbatch options, e.g. ["--gres=gpu:8"] (each one #SBATCH line)."""
+
+    @model_validator(mode="after")
+    def _fields_of_the_mode(self) -> "SlurmConfig":
+        wrong = LOCAL_ONLY if self.cluster == "existing" else EXISTING_ONLY
+        given = sorted(f for f in wrong if f in self.model_fields_set)
+        if given:
+            why = ("your cluster's own slurm.conf decides it" if self.cluster == "existing"
+                   else "they describe a cluster of yours (cluster: existing)")
+            raise ValueError(f"{', '.join(given)} only apply to cluster: "
+                             f"{'local' if self.cluster == 'existing' else 'existing'}: {why}")
+        if self.cluster == "existing" and not self.shared_dir:
+            raise ValueError("cluster: existing needs shared_dir: a directory every node of the job sees at the "
+                             "same path (the run directory, events and checkpoints live there)")
+        return self
+
+    def sbatch_options(self) -> list[str]:
+        """The #SBATCH lines of the mode: a cluster of the user's gets partition/account/qos/time."""
+        opts = [f"--{k}={getattr(self, k)}" for k in ("partition", "account", "qos", "time") if getattr(self, k)]
+        return opts + list(self.sbatch_args)
 
 
 class Slurm(Netns, kind="slurm"):
-    """The workload as a Slurm batch job on a real (throwaway, local) cluster: sbatch + srun + torchrun per node."""
+    """The workload as a Slurm batch job: sbatch + srun + torchrun per node, on a throwaway local cluster or yours."""
 
     Config = SlurmConfig
     config: SlurmConfig
@@ -61,6 +133,8 @@ class Slurm(Netns, kind="slurm"):
     def __init__(self, config: SlurmConfig) -> None:
         super().__init__(config)
         self.cluster: MiniCluster | None = None
+        self.control: SlurmControl | None = None
+        self.run: RunContext | None = None
         self.job_id: str | None = None
         self.job: JobState | None = None
         self._asked = 0.0
@@ -68,21 +142,107 @@ class Slurm(Netns, kind="slurm"):
         self._drained: set[str] = set()
 
     @property
+    def local(self) -> bool:
+        return self.config.cluster == "local"
+
+    @property
+    def remote_workers(self) -> bool:  # type: ignore[override]
+        return not self.local
+
+    @property
     def namespace_count(self) -> int:
-        return self.config.nodes + self.config.spare_nodes
+        return self.config.nodes + self.config.spare_nodes if self.local else 0
+
+    @property
+    def partition(self) -> str | None:
+        """The partition the job runs in (None: the cluster's default)."""
+        return PARTITION if self.local else self.config.partition
 
     def check(self, run: RunContext) -> None:
-        require_root("slurm target's local cluster")
-        missing = missing_commands()
+        if self.local:
+            require_root("slurm target's local cluster")
+            missing = missing_commands()
+            if missing:
+                raise CapabilityError(f"the slurm target's local cluster needs {', '.join(missing)}: "
+                                      f"apt-get install -y slurm-wlm munge (scripts/setup.sh does it when run as root)")
+            super().check(run)
+            return
+        self._check_existing(run)
+
+    def _check_existing(self, run: RunContext) -> None:
+        c = self.config
+        missing = [cmd for cmd in CLIENT_COMMANDS if shutil.which(cmd) is None]
         if missing:
-            raise CapabilityError(f"the slurm target's local cluster needs {', '.join(missing)}: "
-                                  f"apt-get install -y slurm-wlm munge (scripts/setup.sh does it when run as root)")
-        super().check(run)
+            raise CapabilityError(f"cluster: existing needs Slurm's client commands on this host ({', '.join(missing)} "
+                                  f"not found): run the harness on a login node, or install slurm-client")
+        if c.conf is not None and not Path(c.conf).is_file():
+            raise CapabilityError(f"target.conf: {c.conf} is not a file (the cluster's slurm.conf)")
+        ctl = self._control(run)
+        ping = ctl.run("scontrol", "ping", check=False, timeout=15)
+        if not ping.ok or "UP" not in ping.stdout:
+            raise CapabilityError(f"cannot reach the Slurm controller (scontrol ping: "
+                                  f"{(ping.stdout + ping.stderr).strip()[:300] or 'no answer'}); set SLURM_CONF or "
+                                  f"target.conf to your cluster's slurm.conf")
+        for what, name in (("partition", c.partition), ("preempt_partition", c.preempt_partition)):
+            if name and not ctl.run("scontrol", "show", "partition", "-o", name, check=False, timeout=15).ok:
+                raise CapabilityError(f"target.{what}: the cluster has no partition '{name}' (sinfo -s lists them)")
+        shared = Path(c.shared_dir or "").resolve()
+        if not shared.is_dir() or not os.access(shared, os.W_OK):
+            raise CapabilityError(f"target.shared_dir: {shared} is not a writable directory on this host; it must be "
+                                  f"a shared filesystem the compute nodes mount at the same path")
+        run_dir = run.run_dir.resolve()
+        if not run_dir.is_relative_to(shared):
+            raise CapabilityError(f"the run directory {run_dir} is not inside target.shared_dir {shared}: the compute "
+                                  f"nodes write the run's events and checkpoints there; run with "
+                                  f"--runs-dir {shared / 'runs'}")
+
+    def admit(self, run: RunContext, kind: str, config: Any) -> None:
+        """Refuse, before anything starts, a fault this cluster does not let the run do to its own job."""
+        if self.local:
+            return
+        if kind in REFUSED_ON_EXISTING:
+            raise CapabilityError(f"fault {kind} on an existing cluster: it {REFUSED_ON_EXISTING[kind]}")
+        if kind == "preempt":
+            if not self.config.preempt_partition:
+                raise CapabilityError("fault preempt on an existing cluster needs target.preempt_partition: a "
+                                      "partition whose jobs preempt the run's (PreemptType=preempt/partition_prio, "
+                                      "a higher PriorityTier) and that you may submit to")
+            if "grace_s" in config.model_fields_set:
+                raise CapabilityError("fault preempt: grace_s sets the partition's GraceTime, which on your cluster "
+                                      "applies to every job in it; remove grace_s (the partition's own GraceTime "
+                                      "is used: scontrol show partition)")
+        if kind == "xid" and not self._operator(run):
+            raise CapabilityError(f"fault xid on an existing cluster: the node of an excluded GPU is drained "
+                                  f"(scontrol update NodeName=... State=DRAIN), which needs Slurm operator rights "
+                                  f"(AdminLevel=Operator, or the SlurmUser); {pwd.getpwuid(os.geteuid()).pw_name} "
+                                  f"has none")
+
+    def _operator(self, run: RunContext) -> bool:
+        """May this user drain and resume nodes: root, the cluster's SlurmUser, or AdminLevel Operator/Administrator."""
+        if os.geteuid() == 0:
+            return True
+        user = pwd.getpwuid(os.geteuid()).pw_name
+        ctl = self._control(run)
+        config = ctl.run("scontrol", "show", "config", check=False, timeout=15).stdout
+        if any(line.split("=", 1)[0].strip() == "SlurmUser" and line.split("=", 1)[1].strip().split("(")[0] == user
+               for line in config.splitlines() if "=" in line):
+            return True
+        if shutil.which("sacctmgr"):
+            level = ctl.run("sacctmgr", "-n", "-P", "show", "user", user, "format=AdminLevel", check=False,
+                            timeout=15).stdout.strip()
+            return level in {"Operator", "Administrator"}
+        return False
 
     def owned_dirs(self, run: RunContext) -> list[Path]:
-        return [state_root(run_names(run).rid)]
+        return [state_root(run_names(run).rid)] if self.local else []
 
     # ------------------------------------------------------------------------------- the cluster
+
+    def _control(self, run: RunContext) -> SlurmControl:
+        if self.control is None:
+            self.control = (self._cluster(run).control if self.local
+                            else SlurmControl(run.shell, conf=self.config.conf))
+        return self.control
 
     def _cluster(self, run: RunContext) -> MiniCluster:
         if self.cluster is None:
@@ -106,16 +266,29 @@ class Slurm(Netns, kind="slurm"):
                 "dev", n.bridge]
 
     def plan(self, run: RunContext) -> list[str]:
-        lines = [line for line in super().plan(run) if not line.startswith("launch node")]
-        lines.append(f"netns: {shlex.join(self._controller_address_cmd(run))}")
-        lines += self._cluster(run).plan()
+        lines: list[str] = []
+        if self.local:
+            lines = [line for line in super().plan(run) if not line.startswith("launch node")]
+            lines.append(f"netns: {shlex.join(self._controller_address_cmd(run))}")
+            lines += self._cluster(run).plan()
+        else:
+            conf = self.config.conf or os.environ.get("SLURM_CONF") or "Slurm's default slurm.conf"
+            lines.append(f"slurm: your cluster ({conf}); the run directory {run.run_dir.resolve()} on the shared "
+                         f"filesystem {self.config.shared_dir}; nothing but the run's own job is touched")
         job = self._batch(run)
         lines.append(f"slurm: write {run.run_dir / 'slurm-job.sh'} and {run.run_dir / 'slurm-node.sh'}; "
-                     f"sbatch --parsable {run.run_dir / 'slurm-job.sh'} (nodes {job.nodes}); per node: "
+                     f"sbatch --parsable {run.run_dir / 'slurm-job.sh'} (nodes {job.nodes}"
+                     f"{', ' + ' '.join(job.sbatch_args) if job.sbatch_args else ''}); per node: "
                      f"{shlex.join(job.command)}")
+        if not self.local:
+            lines.append("slurm: rank faults as steps in the job's allocation: srun --overlap --jobid=<job> "
+                         f"--nodelist=<node> {sys.executable} -m chaos.slurm.steps list|signal|duty ...")
         return lines
 
     def prepare(self, run: RunContext) -> None:
+        self.run = run
+        if not self.local:
+            return
         super().prepare(run)  # namespaces, bridge, addresses (nodes + spares)
         run.shell.run(self._controller_address_cmd(run))
         cluster = self._cluster(run)
@@ -124,11 +297,18 @@ class Slurm(Netns, kind="slurm"):
             run.tree.add_root(node.name, cluster.node_pids[node.name])
             node.info["slurm_node"] = node.name
 
+    def teardown(self, run: RunContext) -> list[Any]:
+        t0 = time.monotonic()
+        failures = super().teardown(run)
+        if self.cluster is not None:  # daemons stopped, state removed, namespaces deleted
+            run.log("slurm_cluster_down", seconds=round(time.monotonic() - t0, 3), failures=len(failures))
+        return failures
+
     # ------------------------------------------------------------------------------- the job
 
     def _batch(self, run: RunContext) -> BatchJob:
         c = self.config
-        nodes = self._nodes(run)
+        nodes = self._nodes(run) if self.local else []
         nnodes = nnodes_arg(c.nodes, c.min_nodes)
         rdzv = node_rendezvous(nnodes=nnodes, port=c.rdzv_port, rdzv_conf={
             "last_call_timeout": str(c.last_call_timeout_s), "keep_alive_interval": str(c.keep_alive_interval_s)})
@@ -137,10 +317,11 @@ class Slurm(Netns, kind="slurm"):
             chdir=os.getcwd(), node_script_path=str(run.run_dir.resolve() / "slurm-node.sh"), launch=run.launch_no,
             rid=run_names(run).rid, command=workload_argv(run, rdzv),
             addresses={n.name: n.address or "" for n in nodes},
-            ifnames={n.name: n.info["ifname"] for n in nodes}, sbatch_args=list(c.sbatch_args))
+            ifnames={n.name: n.info["ifname"] for n in nodes}, sbatch_args=c.sbatch_options())
 
     def launch(self, run: RunContext) -> list[Node]:
-        cluster = self._cluster(run)
+        self.run = run
+        ctl = self._control(run)
         job = self._batch(run)
         job_script, node_script = run.run_dir.resolve() / "slurm-job.sh", run.run_dir.resolve() / "slurm-node.sh"
         job_script.write_text(job.job_script())
@@ -149,38 +330,123 @@ class Slurm(Netns, kind="slurm"):
         env = workload_env(run, "slurm")
         env.pop("CHAOS_HOST", None)  # each node names itself (slurm-node.sh)
         delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
-        ctl = cluster.control
         self.job_id = ctl.submit(str(job_script), env=delta)
         active = f"squeue -h -j {self.job_id} -t PD,R,CG,CF,S,RQ,SE 2>/dev/null | grep -q ."
         run.ledger.push("target/procs", Command(ctl.undo_argv("scancel", self.job_id),
                                                 only_if=ctl.undo_argv("sh", "-c", active)))
-        run.log("slurm_submit", job_id=self.job_id, script=str(job_script), nodes=job.nodes)
+        run.log("slurm_submit", job_id=self.job_id, script=str(job_script), nodes=job.nodes,
+                cluster=self.config.cluster, options=job.sbatch_args)
         return self.nodes
 
     def running_job(self) -> tuple["SlurmControl", str]:
         """The cluster's client commands and the run's job id, for a fault that acts through Slurm."""
-        if self.cluster is None or self.job_id is None:
+        if self.control is None or self.job_id is None:
             raise FaultError("the Slurm job has not been submitted yet")
-        return self.cluster.control, self.job_id
+        return self.control, self.job_id
 
-    def job_nodes(self) -> list[str]:
+    def job_nodes(self, state: JobState | None = None) -> list[str]:
         """The Slurm node names the job runs on now (scontrol's NodeList, expanded), first node first."""
         ctl, job_id = self.running_job()
-        state = ctl.job(job_id)
+        state = state or ctl.job(job_id)
         if state is None or not state.nodes:
             raise FaultError(f"job {job_id} has no nodes now (state {state.state if state else 'unknown'})")
         return ctl.hostnames(state.nodes)
 
+    def job_node(self, index: int) -> str:
+        """Node ``index`` of the job's node list (negative counts from the end), or a FaultError saying how many there are."""
+        nodes = self.job_nodes()
+        if not -len(nodes) <= index < len(nodes):
+            raise FaultError(f"the job runs on {len(nodes)} node(s) ({', '.join(nodes)}): there is no node {index}")
+        return nodes[index]
+
     def job_node_names(self) -> list[str]:
         return self.job_nodes()
+
+    # ------------------------------------------------------------------------------- remote ranks
+
+    def _step(self, *args: str, node: str | None = None, nodes: int = 1) -> list[str]:
+        """``srun`` argv of a step inside the running job (on ``node``, or one task on each of ``nodes``)."""
+        _ctl, job_id = self.running_job()
+        where = [f"--nodelist={node}", "--nodes=1", "--ntasks=1"] if node else [f"--nodes={nodes}",
+                                                                                  "--ntasks-per-node=1"]
+        # --overlap: share the job's CPUs (the ranks hold them all); --quiet: stdout is the answer.
+        return ["srun", "--overlap", f"--jobid={job_id}", *where, "--quiet", "--kill-on-bad-exit=0",
+                sys.executable, "-m", "chaos.slurm.steps", *args]
+
+    def _step_env(self) -> dict[str, str]:
+        return {"PYTHONPATH": os.pathsep.join(p for p in [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")] if p)}
+
+    def workers(self, run: RunContext) -> list[Worker]:
+        """Live workers of the run: the process tree on the local cluster; on yours, a listing step on every node."""
+        if self.local:
+            return run.tree.workers()
+        ctl, job_id = self.running_job()
+        state = ctl.job(job_id)
+        if state is None or not state.running:
+            return []
+        nodes = self.job_nodes(state)
+        res = ctl.run(*self._step("list", str(run.run_dir), nodes=len(nodes)), check=False, timeout=60,
+                      env=self._step_env())
+        out = []
+        for line in res.stdout.splitlines():
+            try:
+                w = json.loads(line)
+            except ValueError:
+                continue
+            # The newest launch is the newest round: a requeue raises CHAOS_LAUNCH on every node.
+            out.append(Worker(pid=w["pid"], create_time=w["create_time"], rank=w["rank"], local_rank=w["local_rank"],
+                              restart_count=w["restart_count"], node=w["node"], launch=w["launch"],
+                              generation=w["launch"] or 0))
+        if not out and not res.ok:
+            raise FaultError(f"listing the job's workers failed (srun exit {res.returncode}): {res.stderr.strip()[:300]}")
+        return out
+
+    def signal(self, run: RunContext, workers: list[Worker], sig: _signal.Signals) -> list[int]:
+        """Signal ``workers`` through one step per node; each is re-checked there to be the same process first."""
+        ctl, _ = self.running_job()
+        hit: list[int] = []
+        for node in sorted({w.node for w in workers}):
+            specs = [f"{w.pid}:{w.create_time!r}" for w in workers if w.node == node]
+            res = ctl.run(*self._step("signal", str(run.run_dir), sig.name, *specs, node=node), check=False,
+                          timeout=60, env=self._step_env())
+            try:
+                answer = json.loads(res.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                raise FaultError(f"signalling pid(s) {specs} on {node} failed (srun exit {res.returncode}): "
+                                 f"{res.stderr.strip()[:300]}") from None
+            hit += answer["hit"]
+        return hit
+
+    def signal_undo(self, run: RunContext, worker: Worker, signame: str) -> Command:
+        """A ledger entry that sends ``signame`` to ``worker`` later (a SIGCONT after a SIGSTOP), while the job runs."""
+        ctl, job_id = self.running_job()
+        step = self._step("signal", str(run.run_dir), signame, f"{worker.pid}:{worker.create_time!r}", node=worker.node)
+        return Command(ctl.undo_argv("env", *(f"{k}={v}" for k, v in self._step_env().items()), *step),
+                       only_if=ctl.undo_argv("sh", "-c", f"squeue -h -j {job_id} -t R 2>/dev/null | grep -q ."))
+
+    def slow(self, run: RunContext, worker: Worker, stopped_s: float, running_s: float) -> "RemoteDutyCycle":
+        """The straggler's duty cycle as a step on the worker's node, until ``stop()``."""
+        ctl, _ = self.running_job()
+        argv = ctl.argv(*self._step("duty", str(run.run_dir), f"{worker.pid}:{worker.create_time!r}",
+                                    str(stopped_s), str(running_s), node=worker.node))
+        log = run.run_dir / f"straggler-{worker.node}-{worker.pid}.out"
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(argv, env={**os.environ, **(ctl.env or {}), **self._step_env()}, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        run.ledger.push("target/procs", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
+        run.log("slurm_step", what="straggler", argv=argv, pid=proc.pid, node=worker.node)
+        return RemoteDutyCycle(proc, log)
+
+    # ------------------------------------------------------------------------------- following the job
 
     def _drain_excluded(self, state: JobState) -> None:
         """Play the cluster's node health check: a GPU the workload's monitor excluded takes its node
         out of service (DRAIN, with the XID as the reason, as NHC or an operator would), and the
         job is requeued so Slurm starts it again without that node (a spare, or fewer nodes with
         min_nodes). The node is resumed when the run ends (the ledger)."""
-        assert self.cluster is not None and self.job_id is not None
-        path = exclusions_path(self.cluster.run.run_dir)
+        assert self.run is not None and self.control is not None and self.job_id is not None
+        run, ctl = self.run, self.control
+        path = exclusions_path(run.run_dir)
         try:
             stamp = path.stat().st_mtime_ns
         except FileNotFoundError:
@@ -188,39 +454,73 @@ class Slurm(Netns, kind="slurm"):
         if stamp == self._exclusions_seen:
             return
         self._exclusions_seen = stamp
-        run, ctl = self.cluster.run, self.cluster.control
+        job_nodes = set(ctl.hostnames(state.nodes)) if state.nodes else set()
         for entry in read_exclusions(path):
             node = str(entry.get("host") or "")
-            if node not in {n.name for n in self.nodes} or node in self._drained:
+            if not node or node in self._drained or (self.local and node not in {n.name for n in self.nodes}):
                 continue
+            if not self.local and node not in job_nodes:
+                continue  # never a node the run's job is not on
             self._drained.add(node)
             reason = f"XID {entry.get('code')} on GPU {entry.get('bus_id')} (chaos run {run_names(run).rid})"
             drained = f"scontrol show node -o {shlex.quote(node)} | grep -q DRAIN"
             run.ledger.push("target", Command(ctl.undo_argv("scontrol", "update", f"NodeName={node}", "State=RESUME"),
                                               only_if=ctl.undo_argv("sh", "-c", drained)))
-            ctl.update_node(node, State="DRAIN", Reason=reason)
-            requeue = state.running and node in ctl.hostnames(state.nodes)
-            if requeue:
-                ctl.requeue(self.job_id)
+            try:
+                ctl.update_node(node, State="DRAIN", Reason=reason)
+                requeue = state.running and node in job_nodes
+                if requeue:
+                    ctl.requeue(self.job_id)
+            except FaultError as exc:
+                # The job goes on without the drain: health_action then says the node was not drained.
+                run.log("slurm_drain_failed", node=node, error=str(exc), job_id=self.job_id)
+                continue
             run.log("slurm_drain", node=node, reason=reason, device=entry.get("device"), job_id=self.job_id,
                     requeued=requeue)
 
     def exit_code(self) -> int | None:
         """None while the job may still run (pending, running, requeued); then its exit status."""
-        if self.cluster is None or self.job_id is None:
+        if self.control is None or self.job_id is None or self.run is None:
             return 1
         now = time.monotonic()
         if now - self._asked < POLL_JOB_S and self.job is not None and not self.job.finished:
             return None
         self._asked = now
-        state = self.cluster.control.job(self.job_id)
+        state = self.control.job(self.job_id)
         if state is None:  # the controller did not answer this time: ask again next poll
             return None
         previous, self.job = self.job, state
         self._drain_excluded(state)
         if previous is None or state.summary() != previous.summary():
-            self.cluster.run.log("slurm_job", **state.summary())
+            self.run.log("slurm_job", **state.summary())
             if previous is not None and state.restarts > previous.restarts:
-                self.cluster.run.log("slurm_requeue", job_id=state.job_id, restarts=state.restarts,
-                                     reason=state.reason)
+                self.run.log("slurm_requeue", job_id=state.job_id, restarts=state.restarts, reason=state.reason)
         return state.shell_exit_code() if state.finished else None
+
+
+class RemoteDutyCycle:
+    """A straggler's duty-cycle step on a compute node; ``stop`` ends it (the step resumes the rank as it exits)."""
+
+    def __init__(self, proc: subprocess.Popen, log: Path) -> None:
+        self.proc = proc
+        self.log = log
+
+    @property
+    def cycles(self) -> int | None:
+        """How many cycles the step did (its last line), once it ended; None when it said nothing."""
+        for line in reversed(self.log.read_text(errors="replace").splitlines() if self.log.exists() else []):
+            try:
+                return int(json.loads(line)["cycles"])
+            except (ValueError, KeyError, TypeError):
+                continue
+        return None
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            # srun forwards SIGINT/SIGTERM to the step's task; the step resumes the rank and exits.
+            self.proc.send_signal(_signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)

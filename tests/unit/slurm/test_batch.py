@@ -73,3 +73,35 @@ def test_cluster_conf_is_the_runs_own(tmp_path: Path) -> None:
     assert "NodeName=node0 NodeAddr=10.1.2.10" in conf
     settings = [line for line in conf.splitlines() if not line.startswith("#")]
     assert not [x for x in settings if "/etc/" in x], "nothing of the host's own Slurm configuration may be used"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_node_script_on_a_users_cluster_uses_slurms_node_addresses(tmp_path: Path) -> None:
+    """No addresses of the run's own (cluster: existing): each node's NodeAddr, from scontrol, or its name."""
+    job = _job(tmp_path, addresses={}, ifnames={}, command=["echo", "@RDZV_HOST@", "@LOCAL_ADDR@", "@IS_HOST@"])
+    script = tmp_path / "node.sh"
+    script.write_text(job.node_script())
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "scontrol").write_text('#!/bin/sh\n[ "$4" = gpu-a ] && echo "NodeName=gpu-a Arch=x86_64 NodeAddr=10.9.0.1 '
+                                   'NodeHostName=gpu-a"\nexit 0\n')
+    (fake / "scontrol").chmod(0o755)
+    out = {}
+    for node, nodeid in (("gpu-a", "0"), ("gpu-b", "1")):
+        env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "SLURMD_NODENAME": node, "SLURM_NODEID": nodeid,
+               "CHAOS_RDZV_HEAD": "gpu-a", "CHAOS_RDZV_ID": "x"}
+        res = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True)
+        out[node] = res.stdout.split()
+    assert out["gpu-a"] == ["10.9.0.1", "10.9.0.1", "true"]
+    assert out["gpu-b"] == ["10.9.0.1", "gpu-b", "false"]  # no NodeAddr in its record: its name
+    assert "GLOO_SOCKET_IFNAME" not in job.node_script()
+
+
+def test_a_standalone_cluster_takes_free_ports_on_the_hosts_network(tmp_path: Path) -> None:
+    from chaos.slurm.minicluster import standalone_spec
+
+    spec = standalone_spec(tmp_path, "staging", node="stage0")
+    conf = spec.render()
+    assert f"SlurmctldPort={spec.ctld_port}" in conf and f"SlurmdPort={spec.slurmd_port}" in conf
+    assert spec.ctld_port != 6817 and spec.nodes[0].netns is None
+    assert "NodeName=stage0 NodeAddr=127.0.0.1" in conf

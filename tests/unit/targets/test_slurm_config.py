@@ -1,0 +1,53 @@
+"""The slurm target's two modes: what each accepts, and what a user's cluster refuses before launch."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from chaos.errors import CapabilityError
+from chaos.faults.preempt import PreemptConfig
+from chaos.targets.slurm import REFUSED_ON_EXISTING, Slurm, SlurmConfig
+
+
+def test_existing_needs_a_shared_dir() -> None:
+    with pytest.raises(ValidationError, match="needs shared_dir"):
+        SlurmConfig(cluster="existing")
+    c = SlurmConfig(cluster="existing", shared_dir="/shared", partition="staging", account="ml", qos="high",
+                    time="00:20:00", sbatch_args=["--gres=gpu:8"], nodes=1)
+    assert c.sbatch_options() == ["--partition=staging", "--account=ml", "--qos=high", "--time=00:20:00",
+                                  "--gres=gpu:8"]
+
+
+@pytest.mark.parametrize("cfg, field", [
+    ({"cluster": "existing", "shared_dir": "/s", "spare_nodes": 1}, "spare_nodes"),
+    ({"cluster": "existing", "shared_dir": "/s", "requeue_delay_s": 30}, "requeue_delay_s"),
+    ({"cluster": "local", "partition": "debug"}, "partition"),
+    ({"partition": "debug", "shared_dir": "/s"}, "partition, shared_dir"),
+])
+def test_a_field_of_the_other_mode_is_an_error_naming_it(cfg, field) -> None:
+    with pytest.raises(ValidationError, match=f"{field} only apply to cluster"):
+        SlurmConfig(**cfg)
+
+
+def test_the_local_cluster_sets_nothing_for_the_users_cluster() -> None:
+    assert SlurmConfig().sbatch_options() == []
+    assert Slurm(SlurmConfig()).partition == "chaos"
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSED_ON_EXISTING))
+def test_faults_on_the_cluster_itself_are_refused_on_a_users_cluster(kind: str) -> None:
+    target = Slurm(SlurmConfig(cluster="existing", shared_dir="/s"))
+    with pytest.raises(CapabilityError, match=f"fault {kind} on an existing cluster"):
+        target.admit(None, kind, None)  # type: ignore[arg-type]
+    Slurm(SlurmConfig()).admit(None, kind, None)  # type: ignore[arg-type]  # the local cluster is the run's own
+
+
+def test_preempt_on_a_users_cluster_needs_its_partition_and_leaves_gracetime_alone() -> None:
+    bare = Slurm(SlurmConfig(cluster="existing", shared_dir="/s"))
+    with pytest.raises(CapabilityError, match="preempt_partition"):
+        bare.admit(None, "preempt", PreemptConfig())  # type: ignore[arg-type]
+    target = Slurm(SlurmConfig(cluster="existing", shared_dir="/s", preempt_partition="urgent"))
+    target.admit(None, "preempt", PreemptConfig())  # type: ignore[arg-type]
+    with pytest.raises(CapabilityError, match="GraceTime"):
+        target.admit(None, "preempt", PreemptConfig(grace_s=30))  # type: ignore[arg-type]
