@@ -171,6 +171,7 @@ class Runner:
                     nodes=run.target.node_count, experiment=self.exp.name)
             start = self._t0 = self.clock()
             run.target.launch(run)
+            self.witness.start()
             exit_code, timed_out = self._loop(run, armed, records, diagnostics, start)
         except Interrupted as exc:
             harness_error = str(exc)

@@ -75,7 +75,9 @@ class CheckpointWitness:
             self._send({"path": str(path), "step": rec.get("step"), "seen": ev, "attempt": rec.get("attempt"),
                         "t_event": rec.get("t")})
 
-    def _send(self, request: dict[str, Any]) -> None:
+    def start(self) -> None:
+        """Start the child now, while the workload starts up: started on the first commit instead, its own
+        start-up (~1-3 s on a loaded 2-core box) let retention prune the first checkpoints before their look."""
         if self._child is None:
             # Its own session: a Ctrl-C meant for the harness must not cut a look short; it ends
             # when its stdin does.
@@ -85,7 +87,10 @@ class CheckpointWitness:
             self._reader = threading.Thread(target=self._read, args=(self._child.stdout,),
                                             name="chaos-witness", daemon=True)
             self._reader.start()
-        assert self._child.stdin is not None
+
+    def _send(self, request: dict[str, Any]) -> None:
+        self.start()
+        assert self._child is not None and self._child.stdin is not None
         try:
             self._child.stdin.write(json.dumps(request) + "\n")
             self._child.stdin.flush()
@@ -122,8 +127,22 @@ class CheckpointWitness:
             self._log("witness_incomplete", sent=self._sent, answered=self._answered)
 
 
+def _import_dcp() -> None:
+    try:
+        import torch.distributed.checkpoint  # noqa: F401
+    except Exception:  # no torch here: the look says so when it needs it
+        pass
+
+
 def serve(stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:
     """The child's loop: one JSON request a line in, one ``ckpt_verify`` field set a line out."""
+    import chaos.checkpoint.verify  # noqa: F401  # before the first request, not during its look
+
+    # A DCP directory's .metadata needs torch.distributed.checkpoint, whose import takes seconds on
+    # a loaded box: started now (the child starts with the workload), not at the first commit,
+    # after which retention could prune that checkpoint before its look (seen: step 10 pruned
+    # while the first look still imported torch). A request that needs it waits on the import lock.
+    threading.Thread(target=_import_dcp, name="chaos-witness-import", daemon=True).start()
     for line in stdin:
         try:
             request = json.loads(line)

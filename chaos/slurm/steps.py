@@ -12,9 +12,10 @@ module on the node:
 ``... signal RUN_DIR SIGNAL PID:CREATE_TIME...``
     send a signal to those workers, each re-checked to be the same process of this run first (a
     PID reused between the list and the signal is refused, not hit);
-``... duty RUN_DIR PID:CREATE_TIME STOPPED_S RUNNING_S``
-    the straggler's SIGSTOP/SIGCONT duty cycle, until the step is cancelled (it leaves the process
-    running and prints how many cycles it did).
+``... duty RUN_DIR PID:CREATE_TIME STOPPED_S RUNNING_S STOP_FILE``
+    the straggler's SIGSTOP/SIGCONT duty cycle, until STOP_FILE exists (on the shared filesystem)
+    or the step is signalled; it leaves the process running and prints how many cycles it did.
+    A stop file, because srun answers a SIGTERM by killing the step outright.
 
 Only the standard library and psutil run on the node, and the step's stdout is the answer.
 """
@@ -102,8 +103,8 @@ def send(run_dir: str, signame: str, specs: list[str]) -> dict[str, Any]:
     return {"node": node_name(), "signal": signame, "hit": hit, "gone": gone}
 
 
-def duty(run_dir: str, spec: str, stopped_s: float, running_s: float) -> dict[str, Any]:
-    """SIGSTOP/SIGCONT ``spec`` until SIGTERM/SIGINT (scancel of the step, or srun interrupted)."""
+def duty(run_dir: str, spec: str, stopped_s: float, running_s: float, stop_file: str | None = None) -> dict[str, Any]:
+    """SIGSTOP/SIGCONT ``spec`` until ``stop_file`` exists or SIGTERM/SIGINT/SIGHUP arrives."""
     [(pid, _ctime, proc)] = _targets(run_dir, [spec])
     stop = threading.Event()
     for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -111,7 +112,7 @@ def duty(run_dir: str, spec: str, stopped_s: float, running_s: float) -> dict[st
     cycles = 0
     print(json.dumps({"node": node_name(), "pid": pid, "started": proc is not None}), flush=True)
     try:
-        while proc is not None and not stop.is_set():
+        while proc is not None and not stop.is_set() and not (stop_file and os.path.exists(stop_file)):
             proc.send_signal(signal.SIGSTOP)
             if stop.wait(stopped_s):
                 break
@@ -140,7 +141,8 @@ def main(argv: list[str]) -> int:
     elif cmd == "signal":
         print(json.dumps(send(run_dir, rest[0], rest[1:])))
     else:
-        print(json.dumps(duty(run_dir, rest[0], float(rest[1]), float(rest[2]))), flush=True)
+        print(json.dumps(duty(run_dir, rest[0], float(rest[1]), float(rest[2]), rest[3] if len(rest) > 3 else None)),
+              flush=True)
     return 0
 
 

@@ -427,15 +427,16 @@ class Slurm(Netns, kind="slurm"):
     def slow(self, run: RunContext, worker: Worker, stopped_s: float, running_s: float) -> "RemoteDutyCycle":
         """The straggler's duty cycle as a step on the worker's node, until ``stop()``."""
         ctl, _ = self.running_job()
-        argv = ctl.argv(*self._step("duty", str(run.run_dir), f"{worker.pid}:{worker.create_time!r}",
-                                    str(stopped_s), str(running_s), node=worker.node))
         log = run.run_dir / f"straggler-{worker.node}-{worker.pid}.out"
+        stop_file = log.with_suffix(".stop").resolve()
+        argv = ctl.argv(*self._step("duty", str(run.run_dir), f"{worker.pid}:{worker.create_time!r}",
+                                    str(stopped_s), str(running_s), str(stop_file), node=worker.node))
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, env={**os.environ, **(ctl.env or {}), **self._step_env()}, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         run.ledger.push("target/procs", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
         run.log("slurm_step", what="straggler", argv=argv, pid=proc.pid, node=worker.node)
-        return RemoteDutyCycle(proc, log)
+        return RemoteDutyCycle(proc, log, stop_file)
 
     # ------------------------------------------------------------------------------- following the job
 
@@ -501,9 +502,10 @@ class Slurm(Netns, kind="slurm"):
 class RemoteDutyCycle:
     """A straggler's duty-cycle step on a compute node; ``stop`` ends it (the step resumes the rank as it exits)."""
 
-    def __init__(self, proc: subprocess.Popen, log: Path) -> None:
+    def __init__(self, proc: subprocess.Popen, log: Path, stop_file: Path) -> None:
         self.proc = proc
         self.log = log
+        self.stop_file = stop_file
 
     @property
     def cycles(self) -> int | None:
@@ -516,11 +518,16 @@ class RemoteDutyCycle:
         return None
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            # srun forwards SIGINT/SIGTERM to the step's task; the step resumes the rank and exits.
+        """Ask the step to end (the stop file, seen within one period), then make sure it did: srun
+        answers a SIGTERM by killing the step, which then cannot resume the rank (the ledger's
+        SIGCONT step still does)."""
+        self.stop_file.touch()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
             self.proc.send_signal(_signal.SIGTERM)
             try:
-                self.proc.wait(timeout=15)
+                self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=5)

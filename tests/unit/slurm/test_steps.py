@@ -61,14 +61,19 @@ def test_signal_rechecks_the_process_and_refuses_a_stranger(workers) -> None:
     steps.send(run_dir, "SIGCONT", [f"{r1.pid}:{r1.create_time()!r}"])
 
 
-def test_duty_cycle_step_leaves_the_rank_running_when_cancelled(workers) -> None:
+@pytest.mark.parametrize("how", ["stop file", "SIGTERM"])
+def test_duty_cycle_step_leaves_the_rank_running_when_stopped(workers, tmp_path: Path, how: str) -> None:
     run_dir, procs = workers
     r0 = psutil.Process(procs["r0"].pid)
+    stop = tmp_path / "duty.stop"
     step = subprocess.Popen([sys.executable, "-m", "chaos.slurm.steps", "duty", run_dir, f"{r0.pid}:{r0.create_time()!r}",
-                             "0.05", "0.05"], stdout=subprocess.PIPE, text=True)
+                             "0.05", "0.05", str(stop)], stdout=subprocess.PIPE, text=True)
     assert json.loads(step.stdout.readline())["started"] is True
     time.sleep(0.5)
-    step.send_signal(signal.SIGTERM)
+    if how == "stop file":
+        stop.touch()
+    else:
+        step.send_signal(signal.SIGTERM)
     out, _ = step.communicate(timeout=10)
     assert json.loads(out.strip().splitlines()[-1])["cycles"] > 0
     assert r0.status() != psutil.STATUS_STOPPED
