@@ -101,6 +101,10 @@ class SlurmConfig(NetnsConfig):
     slurmd_timeout_s: int = Field(default=10, ge=3, le=600)
     """How long the controller waits on a silent node before it marks it DOWN and requeues its job
     (SlurmdTimeout; Slurm's default is 300 s)."""
+    term_before_end_s: int | None = Field(default=None, ge=1, le=65535)
+    """sbatch --signal=TERM@N: SIGTERM to every task N seconds before the job's time limit, so the
+    job saves and requeues itself (the same path as a preemption) instead of being killed at the
+    limit; with ``time``, a job longer than one allocation runs as a chain of requeues."""
     sbatch_args: list[str] = Field(default_factory=list)
     """Extra sbatch options, e.g. ["--gres=gpu:8"] (each one #SBATCH line)."""
 
@@ -121,6 +125,8 @@ class SlurmConfig(NetnsConfig):
     def sbatch_options(self) -> list[str]:
         """The #SBATCH lines of the mode: a cluster of the user's gets partition/account/qos/time."""
         opts = [f"--{k}={getattr(self, k)}" for k in ("partition", "account", "qos", "time") if getattr(self, k)]
+        if self.term_before_end_s:
+            opts.append(f"--signal=TERM@{self.term_before_end_s}")
         return opts + list(self.sbatch_args)
 
 

@@ -14,9 +14,9 @@ def test_existing_needs_a_shared_dir() -> None:
     with pytest.raises(ValidationError, match="needs shared_dir"):
         SlurmConfig(cluster="existing")
     c = SlurmConfig(cluster="existing", shared_dir="/shared", partition="staging", account="ml", qos="high",
-                    time="00:20:00", sbatch_args=["--gres=gpu:8"], nodes=1)
+                    time="00:20:00", term_before_end_s=120, sbatch_args=["--gres=gpu:8"], nodes=1)
     assert c.sbatch_options() == ["--partition=staging", "--account=ml", "--qos=high", "--time=00:20:00",
-                                  "--gres=gpu:8"]
+                                  "--signal=TERM@120", "--gres=gpu:8"]
 
 
 @pytest.mark.parametrize("cfg, field", [
