@@ -41,7 +41,12 @@ class WorkloadConfig(BaseModel):
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the workload."""
     ckpt_dir: str | None = None
-    """Checkpoint directory; default <run_dir>/ckpt. Exposed to the workload as CHAOS_CKPT_DIR."""
+    """Checkpoint directory; default <run_dir>/ckpt. Exposed to the workload as CHAOS_CKPT_DIR. {run_dir} is
+    substituted: a script that saves where it runs is judged with ``cwd`` and ``ckpt_dir`` both "{run_dir}/work"."""
+    cwd: str | None = None
+    """The workload's working directory (default: the harness's). {run_dir} is substituted and the directory is
+    made: "{run_dir}/work" gives each run its own, so a script that saves ``snapshot.pt`` where it runs never
+    resumes the previous run's snapshot (which would start it past the fault's step, or finish it at once)."""
     join_timeout_s: float = Field(default=60.0, gt=0, le=3600)
     """A spawned attempt whose ranks have not all sent ``start`` within this long is named as stuck in rendezvous/init."""
     share_rdzv_store: bool = False
@@ -137,7 +142,7 @@ class Experiment:
             for helper in sorted(script.parent.rglob("*.py")):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
-        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir"})
+        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd"})
         payload["target"] = self.target.model_dump()
         payload["seed"] = self.seed
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
@@ -351,7 +356,8 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         if "\0" in value:
             col.add(where, "contains a NUL byte, which no command line, path or environment variable can hold")
     if exp.workload.ckpt_dir is not None and "\0" not in exp.workload.ckpt_dir:
-        problem = _ckpt_dir_problem(exp.workload.ckpt_dir)
+        # A path under the run directory is the run's own whatever follows.
+        problem = None if exp.workload.ckpt_dir.startswith("{run_dir}") else _ckpt_dir_problem(exp.workload.ckpt_dir)
         if problem:
             col.add(("workload", "ckpt_dir"), problem)
     for spec in exp.faults:

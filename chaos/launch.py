@@ -50,11 +50,12 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
     w = exp.workload
     if w.command is not None:
         subs = {
-            "run_dir": str(run.run_dir), "ckpt_dir": str(run.ckpt_dir), "port": str(rdzv.port),
+            "run_dir": str(run.run_dir.resolve()), "ckpt_dir": str(run.ckpt_dir.resolve()), "port": str(rdzv.port),
             "nproc_per_node": str(w.nproc_per_node), "nnodes": rdzv.nnodes,
             "node_rank": str(rdzv.node_rank), "master_addr": rdzv.host,
         }
-        return [_substitute(part, subs) for part in w.command]
+        argv = [_substitute(part, subs) for part in w.command]
+        return [resolve_command(argv[0]), *argv[1:]]
     argv = [python, "-m", "torch.distributed.run",
             "--nproc-per-node", str(w.nproc_per_node),
             "--max-restarts", str(w.max_restarts),
@@ -74,6 +75,28 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
     return argv + script_args(w.args)
 
 
+def resolve_command(name: str, python: str = sys.executable) -> str:
+    """A bare command (``torchrun``, ``python``, ``accelerate``) as the one next to the harness's own
+    interpreter when there is one: the virtual environment the harness runs from has the torch it
+    was set up with, and need not be activated (on PATH) for ``chaos run`` to work."""
+    if not name or os.sep in name:
+        return name
+    beside = Path(python).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else name
+
+
+def workload_cwd(run: RunContext, make: bool = True) -> str | None:
+    """The workload's working directory (workload.cwd, ``{run_dir}`` substituted; made unless ``make`` is
+    False, e.g. for --dry-run); None: the harness's."""
+    cwd = run.experiment.workload.cwd
+    if cwd is None:
+        return None
+    path = Path(_substitute(cwd, {"run_dir": str(run.run_dir.resolve())})).expanduser().resolve()
+    if make:
+        path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
 def _substitute(part: str, subs: dict[str, str]) -> str:
     for key, value in subs.items():
         part = part.replace("{" + key + "}", value)
@@ -86,9 +109,10 @@ def workload_env(run: RunContext, node: str) -> dict[str, str]:
     # Make `chaos.sdk` importable by the workload even from a plain checkout.
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")] if p)
     env.update({
-        "CHAOS_RUN_DIR": str(run.run_dir),
-        "CHAOS_EVENTS_DIR": str(run.events_dir),
-        "CHAOS_CKPT_DIR": str(run.ckpt_dir),
+        # Absolute: a workload with its own working directory (workload.cwd) must still find them.
+        "CHAOS_RUN_DIR": str(run.run_dir.resolve()),
+        "CHAOS_EVENTS_DIR": str(run.events_dir.resolve()),
+        "CHAOS_CKPT_DIR": str(run.ckpt_dir.resolve()),
         "CHAOS_LAUNCH": str(run.launch_no),
         "CHAOS_HOST": node,
         "PYTHONUNBUFFERED": "1",

@@ -116,7 +116,8 @@ class Runner:
                                  f"{getattr(exc, 'strerror', None) or exc}; "
                                  f"pass a writable --runs-dir") from None
             (run_dir / "events").mkdir()
-        ckpt = Path(self.exp.workload.ckpt_dir) if self.exp.workload.ckpt_dir else run_dir / "ckpt"
+        ckpt_dir = self.exp.workload.ckpt_dir
+        ckpt = Path(ckpt_dir.replace("{run_dir}", str(run_dir))) if ckpt_dir else run_dir / "ckpt"
         if create:
             ckpt.mkdir(parents=True, exist_ok=True)
         log = HarnessLog(run_dir / "harness.jsonl" if create else None)
@@ -144,7 +145,7 @@ class Runner:
     def run(self) -> RunReport:
         run = self._context()
         self.run_ctx = run
-        self.witness = CheckpointWitness(run.log)
+        self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins")
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         armed: list[_Armed] = []
         records: list[FaultRecord] = []

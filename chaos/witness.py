@@ -9,14 +9,24 @@ The looks happen in one child process (``python -m chaos.witness``), not a threa
 checkpoint, and the torch import a DCP ``.metadata`` needs, would hold the harness's GIL and delay
 the run loop that fires triggers (a kill meant for 0.4 s into a save landed 1.2 s in). The child
 reads requests on stdin and exits at end of input, so it dies with a harness that was SIGKILLed.
+
+A look can lag its event by seconds (the torch import alone takes 3 s of CPU, 4-9 s on a loaded
+2-core box), and retention may prune the checkpoint meanwhile. So the child first *pins* what it
+was asked to look at: hard links of its files, made the moment the request arrives (milliseconds;
+no data is copied), in a directory of the run's own on the same filesystem. The look then reads
+the pinned files, which a prune (a rename, then a delete) cannot take away; the pin is removed
+after the look. Where no pin can be made (another filesystem), the look reads the original.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import IO, Any, Callable
@@ -26,13 +36,37 @@ CLOSE_TIMEOUT_S = 120.0
 """How long the end of a run waits for looks still under way (a multi-GB checkpoint hashes in seconds)."""
 
 
-def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None) -> dict[str, Any]:
-    """Verify one checkpoint path; the fields of its ``ckpt_verify`` record (ok None: gone, or unjudgeable)."""
+def pin(path: Path, pin_dir: Path | None) -> Path | None:
+    """Hard links of ``path`` (a file or a directory tree) under ``pin_dir``, keeping its name; None when
+    it cannot be pinned whole (gone, mid-delete, another filesystem): the look then reads the original."""
+    if pin_dir is None:
+        return None
+    try:
+        pin_dir.mkdir(parents=True, exist_ok=True)
+        if os.stat(path).st_dev != os.stat(pin_dir).st_dev:
+            return None
+        slot = Path(tempfile.mkdtemp(dir=pin_dir))
+        dest = slot / path.name
+        if path.is_dir():
+            # copytree with os.link as the copy: the tree's files, not their bytes.
+            shutil.copytree(path, dest, copy_function=os.link, symlinks=True)
+        else:
+            os.link(path, dest)
+        return dest
+    except (OSError, shutil.Error):  # a file left between the listing and its link: not a whole checkpoint
+        shutil.rmtree(locals().get("slot", pin_dir / "-"), ignore_errors=True)
+        return None
+
+
+def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None, pinned: Path | None = None) -> dict[str, Any]:
+    """Verify one checkpoint (its ``pinned`` links when given); the fields of its ``ckpt_verify`` record
+    (ok None: gone, or unjudgeable)."""
     from chaos.checkpoint.verify import UnusableInput, verify
 
     verify_fn = verify_fn or verify
-    path = Path(str(request["path"]))
-    fields = dict(request)
+    original = Path(str(request["path"]))
+    path = pinned or original
+    fields = dict(request, pinned=pinned is not None)
     try:
         report = verify_fn(path, load=False)
     except UnusableInput as exc:
@@ -41,7 +75,7 @@ def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None) -
     except Exception as exc:  # a verifier bug is no verdict on the checkpoint: say it, judge nothing from it
         fields.update(ok=None, gone=False, problems=[f"verifier crashed: {type(exc).__name__}: {exc}"])
     else:
-        if not report.ok and not os.path.lexists(path):
+        if not report.ok and pinned is None and not os.path.lexists(path):
             # Retention renamed it away while it was being read (the workload's prune is an atomic
             # rename): what failed to read was a checkpoint leaving, not a broken one. Judged as gone.
             fields.update(ok=None, gone=True, format=report.kind,
@@ -54,8 +88,9 @@ def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None) -
 class CheckpointWitness:
     """Sends every committed or loaded checkpoint path (once per event, path and attempt) to the child."""
 
-    def __init__(self, log: Callable[..., Any]) -> None:
+    def __init__(self, log: Callable[..., Any], pin_dir: Path | None = None) -> None:
         self._log = log
+        self._pin_dir = pin_dir
         self._seen: set[tuple[str, str, str]] = set()
         self._child: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
@@ -73,7 +108,7 @@ class CheckpointWitness:
                 continue
             self._seen.add(key)
             self._send({"path": str(path), "step": rec.get("step"), "seen": ev, "attempt": rec.get("attempt"),
-                        "t_event": rec.get("t")})
+                        "t_event": rec.get("t"), **({"pin_dir": str(self._pin_dir)} if self._pin_dir else {})})
 
     def start(self) -> None:
         """Start the child now, while the workload starts up: started on the first commit instead, its own
@@ -127,29 +162,44 @@ class CheckpointWitness:
             self._log("witness_incomplete", sent=self._sent, answered=self._answered)
 
 
-def _import_dcp() -> None:
-    try:
-        import torch.distributed.checkpoint  # noqa: F401
-    except Exception:  # no torch here: the look says so when it needs it
-        pass
-
-
 def serve(stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:
-    """The child's loop: one JSON request a line in, one ``ckpt_verify`` field set a line out."""
+    """The child's loop: one JSON request a line in, one ``ckpt_verify`` field set a line out.
+
+    This thread reads and pins each request as it arrives; a second one looks, in order, however
+    long the first look's imports take."""
     import chaos.checkpoint.verify  # noqa: F401  # before the first request, not during its look
 
-    # A DCP directory's .metadata needs torch.distributed.checkpoint, whose import takes seconds on
-    # a loaded box: started now (the child starts with the workload), not at the first commit,
-    # after which retention could prune that checkpoint before its look (seen: step 10 pruned
-    # while the first look still imported torch). A request that needs it waits on the import lock.
-    threading.Thread(target=_import_dcp, name="chaos-witness-import", daemon=True).start()
-    for line in stdin:
-        try:
-            request = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        stdout.write(json.dumps(look(request), default=str) + "\n")
-        stdout.flush()
+    todo: queue.Queue[tuple[dict[str, Any], Path | None] | None] = queue.Queue()
+
+    def looker() -> None:
+        while (item := todo.get()) is not None:
+            request, pinned = item
+            try:
+                fields = look({k: v for k, v in request.items() if k != "pin_dir"}, pinned=pinned)
+            finally:
+                if pinned is not None:
+                    shutil.rmtree(pinned.parent, ignore_errors=True)
+            stdout.write(json.dumps(fields, default=str) + "\n")
+            stdout.flush()
+
+    worker = threading.Thread(target=looker, name="chaos-witness-look")
+    worker.start()
+    pin_dirs: set[Path] = set()
+    try:
+        for line in stdin:
+            try:
+                request = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            pin_dir = Path(request["pin_dir"]) if request.get("pin_dir") else None
+            if pin_dir is not None:
+                pin_dirs.add(pin_dir)
+            todo.put((request, pin(Path(str(request["path"])), pin_dir)))
+    finally:
+        todo.put(None)
+        worker.join()
+        for d in pin_dirs:
+            shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

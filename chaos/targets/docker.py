@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from chaos.context import RunContext
 from chaos.errors import CapabilityError, HarnessError
-from chaos.launch import PACKAGE_ROOT, Rendezvous, workload_argv, workload_env
+from chaos.launch import PACKAGE_ROOT, Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.network import node_address, pick_subnet, run_names, used_networks
 from chaos.targets.base import Node, Target, TargetConfig
 from chaos.targets.netns import nnodes_arg, require_root, surviving_exit_code
@@ -246,7 +246,8 @@ class Docker(Target, kind="docker"):
                 {n.docker_network: client.api.create_endpoint_config(ipv4_address=node.address)})
             created = client.api.create_container(
                 self.image_ref, command=["/bin/sh", "-c", f"exec {shlex.join(argv)} >> {shlex.quote(str(log))} 2>&1"],
-                name=cname, hostname=node.name, environment=self._env(run, node), working_dir=str(run.run_dir.resolve()),
+                name=cname, hostname=node.name, environment=self._env(run, node),
+                working_dir=workload_cwd(run) or str(run.run_dir.resolve()),  # workload.cwd is under the bound run dir
                 host_config=host_config, networking_config=net, labels={"chaos.run": n.rid})
             client.api.start(created["Id"])
             pid = int(client.api.inspect_container(created["Id"])["State"]["Pid"])

@@ -8,7 +8,7 @@ import subprocess
 import psutil
 
 from chaos.context import RunContext
-from chaos.launch import Rendezvous, workload_argv, workload_env
+from chaos.launch import Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.targets.base import Node, Target, TargetConfig
 from chaos.undo import KillTree
 
@@ -32,7 +32,7 @@ class Local(Target, kind="local"):
         out = open(run.run_dir / "output.log", "ab")
         proc = subprocess.Popen(
             self._argv(run), env=workload_env(run, "local"), stdout=out, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, start_new_session=True)
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=workload_cwd(run))
         out.close()
         run.ledger.push("target/procs", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
         run.tree.add_root("local", proc.pid)

@@ -12,7 +12,7 @@ from pydantic import Field, model_validator
 
 from chaos.context import RunContext
 from chaos.errors import CapabilityError
-from chaos.launch import Rendezvous, workload_argv, workload_env
+from chaos.launch import Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.network import node_address, pick_subnet, run_names, used_networks
 from chaos.targets.base import Node, Target, TargetConfig
 from chaos.undo import Command, KillTree
@@ -168,7 +168,7 @@ class Netns(Target, kind="netns"):
             env["GLOO_SOCKET_IFNAME"] = node.info["ifname"]
             out = open(run.run_dir / "output.log", "ab")
             proc = subprocess.Popen(self._argv(run, node), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=workload_cwd(run))
             out.close()
             # `ip netns exec` execs the command, so this pid is the torchrun agent itself.
             run.ledger.push("target/procs", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))

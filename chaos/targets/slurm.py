@@ -37,7 +37,7 @@ from pydantic import Field, model_validator
 from chaos.context import RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.health.exclusions import exclusions_path, read_exclusions
-from chaos.launch import PACKAGE_ROOT, workload_argv, workload_env
+from chaos.launch import PACKAGE_ROOT, workload_argv, workload_cwd, workload_env
 from chaos.network import run_names
 from chaos.processes import Worker
 from chaos.slurm.batch import BatchJob, node_rendezvous
@@ -320,7 +320,7 @@ class Slurm(Netns, kind="slurm"):
             "last_call_timeout": str(c.last_call_timeout_s), "keep_alive_interval": str(c.keep_alive_interval_s)})
         return BatchJob(
             name=f"chaos-{run_names(run).rid}", nodes=nnodes.replace(":", "-"), output=str(run.run_dir.resolve() / "slurm-%j.out"),
-            chdir=os.getcwd(), node_script_path=str(run.run_dir.resolve() / "slurm-node.sh"), launch=run.launch_no,
+            chdir=workload_cwd(run, make=False) or os.getcwd(), node_script_path=str(run.run_dir.resolve() / "slurm-node.sh"), launch=run.launch_no,
             rid=run_names(run).rid, command=workload_argv(run, rdzv),
             addresses={n.name: n.address or "" for n in nodes},
             ifnames={n.name: n.info["ifname"] for n in nodes}, sbatch_args=c.sbatch_options())
@@ -328,6 +328,7 @@ class Slurm(Netns, kind="slurm"):
     def launch(self, run: RunContext) -> list[Node]:
         self.run = run
         ctl = self._control(run)
+        workload_cwd(run)  # made before sbatch --chdir needs it
         job = self._batch(run)
         job_script, node_script = run.run_dir.resolve() / "slurm-job.sh", run.run_dir.resolve() / "slurm-node.sh"
         job_script.write_text(job.job_script())
@@ -391,7 +392,7 @@ class Slurm(Netns, kind="slurm"):
         if state is None or not state.running:
             return []
         nodes = self.job_nodes(state)
-        res = ctl.run(*self._step("list", str(run.run_dir), nodes=len(nodes)), check=False, timeout=60,
+        res = ctl.run(*self._step("list", str(run.run_dir.resolve()), nodes=len(nodes)), check=False, timeout=60,
                       env=self._step_env())
         out = []
         for line in res.stdout.splitlines():
@@ -413,7 +414,7 @@ class Slurm(Netns, kind="slurm"):
         hit: list[int] = []
         for node in sorted({w.node for w in workers}):
             specs = [f"{w.pid}:{w.create_time!r}" for w in workers if w.node == node]
-            res = ctl.run(*self._step("signal", str(run.run_dir), sig.name, *specs, node=node), check=False,
+            res = ctl.run(*self._step("signal", str(run.run_dir.resolve()), sig.name, *specs, node=node), check=False,
                           timeout=60, env=self._step_env())
             try:
                 answer = json.loads(res.stdout.strip().splitlines()[-1])
@@ -426,7 +427,7 @@ class Slurm(Netns, kind="slurm"):
     def signal_undo(self, run: RunContext, worker: Worker, signame: str) -> Command:
         """A ledger entry that sends ``signame`` to ``worker`` later (a SIGCONT after a SIGSTOP), while the job runs."""
         ctl, job_id = self.running_job()
-        step = self._step("signal", str(run.run_dir), signame, f"{worker.pid}:{worker.create_time!r}", node=worker.node)
+        step = self._step("signal", str(run.run_dir.resolve()), signame, f"{worker.pid}:{worker.create_time!r}", node=worker.node)
         return Command(ctl.undo_argv("env", *(f"{k}={v}" for k, v in self._step_env().items()), *step),
                        only_if=ctl.undo_argv("sh", "-c", f"squeue -h -j {job_id} -t R 2>/dev/null | grep -q ."))
 
@@ -435,7 +436,7 @@ class Slurm(Netns, kind="slurm"):
         ctl, _ = self.running_job()
         log = run.run_dir / f"straggler-{worker.node}-{worker.pid}.out"
         stop_file = log.with_suffix(".stop").resolve()
-        argv = ctl.argv(*self._step("duty", str(run.run_dir), f"{worker.pid}:{worker.create_time!r}",
+        argv = ctl.argv(*self._step("duty", str(run.run_dir.resolve()), f"{worker.pid}:{worker.create_time!r}",
                                     str(stopped_s), str(running_s), str(stop_file), node=worker.node))
         with open(log, "wb") as out:
             proc = subprocess.Popen(argv, env={**os.environ, **(ctl.env or {}), **self._step_env()}, stdout=out,

@@ -73,3 +73,46 @@ def test_a_checkpoint_pruned_while_it_is_read_is_gone_not_broken(tmp_path: Path)
     broken = sealed(tmp_path / "step_000020", 20)
     (broken / "shard.bin").write_bytes(b"torn")
     assert look({"path": str(broken)})["ok"] is False
+
+
+def test_a_pinned_checkpoint_is_judged_even_after_retention_removed_it(tmp_path: Path) -> None:
+    """The look may come seconds after the commit; the pin, made when the request arrives, keeps the files."""
+    import shutil
+
+    from chaos.witness import look, pin
+
+    good = sealed(tmp_path / "ckpt" / "step_000010", 10)
+    pinned = pin(good, tmp_path / "pins")
+    assert pinned is not None and pinned.name == "step_000010"
+    shutil.rmtree(good)  # retention prunes it before the look
+    fields = look({"path": str(good), "step": 10}, pinned=pinned)
+    assert fields["ok"] is True and fields["pinned"] is True and fields["gone"] is False
+    # Without a pin the same look says gone, never intact.
+    assert look({"path": str(good), "step": 10})["ok"] is None
+
+
+def test_a_torn_checkpoint_stays_torn_when_pinned(tmp_path: Path) -> None:
+    from chaos.witness import look, pin
+
+    torn = sealed(tmp_path / "ckpt" / "step_000020", 20)
+    (torn / "shard.bin").write_bytes(b"torn")
+    fields = look({"path": str(torn), "step": 20}, pinned=pin(torn, tmp_path / "pins"))
+    assert fields["ok"] is False and fields["problems"]
+
+
+def test_nothing_is_pinned_from_another_filesystem_or_a_missing_path(tmp_path: Path) -> None:
+    from chaos.witness import pin
+
+    assert pin(tmp_path / "missing", tmp_path / "pins") is None
+    assert pin(Path("/proc/self/status"), tmp_path / "pins") is None  # procfs: not the run's filesystem
+
+
+def test_the_child_pins_on_arrival_and_leaves_no_pins(tmp_path: Path) -> None:
+    logged: list[dict] = []
+    good = sealed(tmp_path / "ckpt" / "step_000010", 10)
+    witness = CheckpointWitness(lambda ev, **fields: logged.append({"ev": ev, **fields}), pin_dir=tmp_path / "pins")
+    witness.observe([event("ckpt_commit", good)])
+    witness.close()
+    [rec] = logged
+    assert rec["ok"] is True and rec["pinned"] is True and "pin_dir" not in rec
+    assert not (tmp_path / "pins").exists()
