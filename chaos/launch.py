@@ -85,13 +85,18 @@ def resolve_command(name: str, python: str = sys.executable) -> str:
     return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else name
 
 
+def with_run_dir(value: str, run_dir: Path) -> str:
+    """``value`` with ``{run_dir}`` as the run directory's absolute path (workload.cwd, workload.ckpt_dir)."""
+    return value.replace("{run_dir}", str(Path(run_dir).resolve()))
+
+
 def workload_cwd(run: RunContext, make: bool = True) -> str | None:
     """The workload's working directory (workload.cwd, ``{run_dir}`` substituted; made unless ``make`` is
     False, e.g. for --dry-run); None: the harness's."""
     cwd = run.experiment.workload.cwd
     if cwd is None:
         return None
-    path = Path(_substitute(cwd, {"run_dir": str(run.run_dir.resolve())})).expanduser().resolve()
+    path = Path(with_run_dir(cwd, run.run_dir)).expanduser().resolve()
     if make:
         path.mkdir(parents=True, exist_ok=True)
     return str(path)

@@ -21,6 +21,7 @@ from chaos.experiment import Experiment, FaultSpec
 from chaos.faults.base import Fault
 from chaos.health.relaunch import next_launch, relaunch
 from chaos.journal import write_journal, write_junit
+from chaos.launch import with_run_dir
 from chaos.ledger import Ledger
 from chaos.outcome import (CheckResult, FaultRecord, RunOutcome, RunReport, exit_code_for, judge_faults,
                            judge_protocol)
@@ -117,7 +118,7 @@ class Runner:
                                  f"pass a writable --runs-dir") from None
             (run_dir / "events").mkdir()
         ckpt_dir = self.exp.workload.ckpt_dir
-        ckpt = Path(ckpt_dir.replace("{run_dir}", str(run_dir))) if ckpt_dir else run_dir / "ckpt"
+        ckpt = Path(with_run_dir(ckpt_dir, run_dir)) if ckpt_dir else run_dir / "ckpt"
         if create:
             ckpt.mkdir(parents=True, exist_ok=True)
         log = HarnessLog(run_dir / "harness.jsonl" if create else None)

@@ -42,6 +42,9 @@ from chaos.checkpoint.verify import STEP_ENTRY, Report, UnusableInput, claims_co
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
 from chaos.events import History, Record
 
+CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".distcp")
+"""Names a single checkpoint file has when it is not a step_N entry (torch.save, Lightning, safetensors)."""
+
 
 class CheckpointIntegrityConfig(CheckConfig):
     load: bool | None = None
@@ -126,12 +129,19 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         if failures:
             return self.failed(_headline(failures), failures=failures, notes=notes, **figures)
         if not commits and not reports:
+            elsewhere = _checkpoints_elsewhere(outcome, root)
+            looked = (f"in {root} (where this check looked: the run's checkpoint directory, CHAOS_CKPT_DIR, "
+                      f"and every path a ckpt_commit named)")
+            hint = (f"; the workload wrote {', '.join(elsewhere)} in its working directory: set workload.ckpt_dir "
+                    f"to that directory (with workload.cwd \"{{run_dir}}/work\", ckpt_dir \"{{run_dir}}/work\")"
+                    if elsewhere else "")
             if self.config.require_checkpoint:
-                return self.failed(f"no checkpoint was committed in {root} (no ckpt_commit, nothing on disk)",
-                                   **figures)
-            return self.inconclusive(f"no checkpoint was written in {root}: nothing to judge; point the workload's "
+                return self.failed(f"no checkpoint was committed {looked}: no ckpt_commit, nothing on disk{hint}",
+                                   looked_in=str(root), **figures)
+            return self.inconclusive(f"no checkpoint was written {looked}: nothing to judge; point the workload's "
                                      f"checkpoints at CHAOS_CKPT_DIR (or workload.ckpt_dir at its own folder), "
-                                     f"or drop this check for runs too short to save", **figures)
+                                     f"or drop this check for runs too short to save{hint}", looked_in=str(root),
+                                     **figures)
         if unproven:
             return self.inconclusive(_headline(unproven), unproven=unproven, notes=notes, **figures)
         valid = sum(r.ok for r in reports.values())
@@ -158,7 +168,10 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         candidates: dict[str, Path] = {}
         if root.is_dir():
             for entry in root.iterdir():
-                if STEP_ENTRY.match(entry.name) and claims_committed(entry):
+                # step_N entries (the protocol's layout), and single checkpoint files of any name: a
+                # script that does not speak the protocol saves e.g. snapshot.pt.
+                if (STEP_ENTRY.match(entry.name) and claims_committed(entry)) or (
+                        entry.is_file() and entry.suffix in CHECKPOINT_SUFFIXES):
                     candidates[_norm(entry)] = entry
         for path in announced:
             if os.path.exists(path):
@@ -433,3 +446,18 @@ def _step_of_path(path: str) -> int | None:
 
 def _norm(path: Any) -> str:
     return os.path.realpath(str(path)) if path else ""
+
+
+
+def _checkpoints_elsewhere(outcome: RunOutcome, root: Path) -> list[str]:
+    """Checkpoint-looking files the workload left in its own working directory (workload.cwd), when
+    that is not where this check looked: a script that saves ``snapshot.pt`` where it runs."""
+    from chaos.launch import with_run_dir
+
+    cwd = getattr(getattr(outcome.experiment, "workload", None), "cwd", None)
+    if not cwd:
+        return []
+    where = Path(with_run_dir(cwd, outcome.run_dir)).expanduser()
+    if not where.is_dir() or where.resolve() == root.resolve():
+        return []
+    return sorted(str(p) for p in where.iterdir() if p.suffix in CHECKPOINT_SUFFIXES)[:5]
