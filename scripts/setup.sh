@@ -17,6 +17,7 @@ pip() { "$VENV/bin/python" -m pip "$@"; }
 if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split("+")[0] != "2.13.0")' 2>/dev/null; then
   pip install -q "torch==2.13.0"
 fi
+# dev includes the training stacks the integration experiments run (the [stateful] extra's torchdata).
 pip install -q -e ".[dev]"
 
 if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then

@@ -10,6 +10,10 @@ from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunO
 
 PREEMPTING = ("preempt",)
 """Fault kinds that give the job a SIGTERM and a grace period before they kill it."""
+SIGTERM_REASONS = ("preempt", "sigterm", "signal")
+"""``ckpt_begin(..., reason=)`` values that say a save was made because of the SIGTERM (the reference
+workloads say "preempt"): only such a save proves the job saves on preemption; a periodic one that
+happened to fall between the preemption and the kill proves nothing."""
 
 
 class SavedOnPreemptConfig(CheckConfig):
@@ -63,10 +67,13 @@ class SavedOnPreempt(Check, kind="saved_on_preempt"):
         last = h.max_step(attempt=before)
         figs["last_step"] = last
         saves = [r for r in h.of("ckpt_commit", attempt=before) if r.get("t", 0) > t0]
+        reasons = {int(r.get("step") or -1): r.get("reason") for r in h.of("ckpt_begin", attempt=before)}
+        on_term = [r for r in saves if reasons.get(int(r.get("step") or -1)) in SIGTERM_REASONS]
         if saves:
-            best = max(saves, key=lambda r: int(r.get("step") or 0))
+            best = max(on_term or saves, key=lambda r: int(r.get("step") or 0))
             figs["saved_step"] = int(best.get("step") or 0)
             figs["save_s"] = round(best["t"] - t0, 3)
+            figs["saved_for_sigterm"] = bool(on_term)
         if after is None or resumed is None:
             figs["why"] = (f"the job never ran again after the preemption (no attempt after {before} with a step or "
                            f"ckpt_load), so whether its save was used is unknown")
@@ -81,9 +88,14 @@ class SavedOnPreempt(Check, kind="saved_on_preempt"):
                            f"resumed from step {resumed}, so steps {int(resumed) + 1}..{last} ran twice"
                            f" (bound {self.config.max_lost_steps})")
             return self.failed, figs
-        if not saves and lost == 0:
-            # Nothing lost without a save: the preemption fell right after a periodic checkpoint.
-            figs["why"] = (f"attempt {before} stopped at step {last}, which a periodic checkpoint already held: "
-                           f"no save on SIGTERM was needed, so whether the job would save was not tested")
+        if not on_term and self.config.max_lost_steps == 0:
+            # Nothing (or little enough) lost, but no save said it was for the SIGTERM: the
+            # preemption fell right after a periodic checkpoint, and a job that ignores SIGTERM looks
+            # the same as one that saves on it.
+            held = (f"checkpoint step {figs['saved_step']} (committed {figs['save_s']} s after the preemption "
+                    f"began, not marked as a save on SIGTERM)" if saves else "a periodic checkpoint")
+            figs["why"] = (f"attempt {before} stopped at step {last}, which {held} already held: no save on SIGTERM "
+                           f"was needed, so whether the job saves on one was not tested; preempt between periodic "
+                           f"saves, and mark a save on SIGTERM with sdk.ckpt_begin(step, path, reason='preempt')")
             return self.inconclusive, figs
         return None, figs

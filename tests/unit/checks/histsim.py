@@ -80,9 +80,9 @@ class Sim:
                 self.saved[step] = copy.deepcopy(cursor)
         return cursor
 
-    def commit(self, attempt: str, step: int, path: str | None = None) -> None:
+    def commit(self, attempt: str, step: int, path: str | None = None, reason: str | None = None) -> None:
         path = path or f"/ckpt/step_{step:06d}"
-        self.emit("ckpt_begin", attempt, 0, step=step, path=path)
+        self.emit("ckpt_begin", attempt, 0, step=step, path=path, **({"reason": reason} if reason else {}))
         self.emit("ckpt_commit", attempt, 0, step=step, path=path, bytes=10, seconds=0.1)
 
     def resume(self, step: int) -> Cursor:

@@ -9,7 +9,7 @@ from chaos.checks.saved_on_preempt import SavedOnPreempt, SavedOnPreemptConfig
 from chaos.recovery import compute_recovery
 
 
-def preempted(sim, *, saves: bool, preempt_after: int = 7, resume_from: int | None = None):
+def preempted(sim, *, saves: bool, preempt_after: int = 7, resume_from: int | None = None, reason: str | None = "preempt"):
     """0.0 runs to step ``preempt_after`` (periodic commit at 4), gets the SIGTERM, runs on to step 9
     (when it ignores it) or saves the step it is at; 1.0 resumes from its newest commit (or ``resume_from``)."""
     sim.start("0.0")
@@ -17,7 +17,7 @@ def preempted(sim, *, saves: bool, preempt_after: int = 7, resume_from: int | No
     t0 = sim.t + 0.5
     last = preempt_after
     if saves:
-        sim.commit("0.0", last)
+        sim.commit("0.0", last, reason=reason)
         sim.saved[last] = cursor
     else:
         cursor = sim.train("0.0", preempt_after + 1, 9, cursor)
@@ -89,3 +89,14 @@ def test_a_preemption_right_after_a_periodic_save_did_not_test_the_save(sim, out
     fault.recovery = compute_recovery(sim2.history(), fault)
     result = judge(sim2, outcome_of, fault)
     assert result.verdict == "inconclusive" and "not tested" in result.reason
+
+
+def test_a_save_after_the_preemption_not_marked_as_one_proves_nothing(sim, outcome_of):
+    """A periodic save that fell between the preemption and the kill (seen in CI: the deaf fixture's
+    step-30 save 0.26 s after the fault) looks the same as a save on SIGTERM unless it says why."""
+    fault = preempted(sim, saves=True, reason=None)
+    result = judge(sim, outcome_of, fault)
+    assert result.verdict == "inconclusive", result.reason
+    assert "not marked as a save on SIGTERM" in result.reason and "reason='preempt'" in result.reason
+    # With a bound on lost steps the question is the bound, which no lost step meets.
+    assert judge(sim, outcome_of, fault, max_lost_steps=2).verdict == "pass"
