@@ -124,6 +124,7 @@ class Experiment:
     seed: int
     source: Path
     raw: dict[str, Any] = field(default_factory=dict)
+    known_failure: KnownFailure | None = None
 
     def resolve_script(self) -> Path | None:
         """The workload script, relative to the experiment file's folder or any folder above it."""
@@ -168,6 +169,19 @@ def resolve_path(value: str, source: Path) -> Path | None:
     return None
 
 
+class KnownFailure(BaseModel):
+    """A finding about the stack under test, kept visible: these checks are expected to FAIL, for this reason."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    checks: list[str] = Field(min_length=1)
+    """The checks expected to FAIL; any other verdict of theirs (or a FAIL of another check) is not the known failure."""
+    reason: str = Field(min_length=1)
+    """What the stack does wrong, and what a user changes to pass."""
+    upstream: str | None = None
+    """The upstream issue, when there is one."""
+
+
 class ExperimentFile(BaseModel):
     """The top level of an experiment YAML file."""
 
@@ -188,6 +202,9 @@ class ExperimentFile(BaseModel):
     """Wall-clock limit for the whole run; the workload is killed and every fault reverted when it passes."""
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     """Seeds every random choice the harness makes (random ranks, poisson triggers)."""
+    known_failure: KnownFailure | None = None
+    """The stack itself breaks a check (a finding): ``pytest experiments/`` reports it as an expected failure
+    (strict: it fails the suite if the check starts passing, or another one fails). ``chaos run`` still FAILs."""
 
 
 # --------------------------------------------------------------------------- YAML with line numbers
@@ -346,7 +363,7 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         name=top.name, description=top.description, workload=top.workload,
         target=target_cfg, target_kind=target_kind,
         faults=[f for f in faults if f is not None], checks=[c for c in checks if c is not None],
-        timeout_s=top.timeout_s, seed=top.seed, source=path, raw=data,
+        timeout_s=top.timeout_s, seed=top.seed, source=path, raw=data, known_failure=top.known_failure,
     )
     if exp.workload.script is not None and exp.resolve_script() is None:
         col.add(("workload", "script"),
@@ -360,6 +377,12 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         problem = None if exp.workload.ckpt_dir.startswith("{run_dir}") else _ckpt_dir_problem(exp.workload.ckpt_dir)
         if problem:
             col.add(("workload", "ckpt_dir"), problem)
+    if exp.known_failure is not None:
+        kinds = {c.kind for c in exp.checks}
+        for i, name in enumerate(exp.known_failure.checks):
+            if name not in kinds:
+                col.add(("known_failure", "checks", i), f"'{name}' is not one of this experiment's checks "
+                                                        f"({', '.join(sorted(kinds)) or 'none'})")
     for spec in exp.faults:
         needs = FAULTS.get(spec.kind).needs_target
         if needs and target_kind and target_kind not in needs:

@@ -55,6 +55,12 @@ class ExperimentItem(pytest.Item):
         except ChaosError as exc:
             raise ExperimentFailed(f"harness error: {exc}") from None
         self.user_properties.append(("run_dir", str(report.run_dir)))
+        if exp.known_failure is not None:
+            matched, why = known_failure_matches(exp.known_failure, report)
+            if matched:
+                pytest.xfail(why)
+            raise ExperimentFailed(f"{why}; if the stack was fixed, drop known_failure from {self.path.name}\n"
+                                   + _summary(report))
         if report.exit_code != 0:
             raise ExperimentFailed(_summary(report))
 
@@ -65,6 +71,19 @@ class ExperimentItem(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, f"experiment: {self.name}"
+
+
+def known_failure_matches(known: Any, report: Any) -> tuple[bool, str]:
+    """Did the run fail exactly as the experiment's ``known_failure`` records: those checks FAIL, every
+    other one PASSes, and everything was reverted? Anything else is news (a fix, or a new failure)."""
+    failed = sorted({r.kind for r in report.checks if r.verdict == "fail"})
+    others = sorted({r.kind for r in report.checks if r.verdict not in ("pass", "fail")})
+    if failed == sorted(set(known.checks)) and not others and not report.revert_failures:
+        upstream = f" ({known.upstream})" if known.upstream else ""
+        return True, f"known failure of the stack: {', '.join(failed)}: {known.reason}{upstream}"
+    return False, (f"the known failure ({', '.join(known.checks)} FAIL) did not happen as recorded: failed "
+                   f"{', '.join(failed) or 'none'}; neither pass nor fail: {', '.join(others) or 'none'}"
+                   + ("; revert failures" if report.revert_failures else ""))
 
 
 def _summary(report: Any) -> str:

@@ -19,7 +19,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "stacks.md"
 BEGIN, END = "<!-- stacks-table:begin -->", "<!-- stacks-table:end -->"
-STACKS = {"stateful_loader.py": ("torchdata StatefulDataLoader, num_workers 2", "torchdata")}
+STACKS = {"stateful_loader.py": ("torchdata StatefulDataLoader, num_workers 2", "torchdata"),
+          "accelerate_loop.py": ("Accelerate save_state/load_state + skip_first_batches, num_workers 2", "accelerate")}
 """Workload script -> (stack, the distribution whose version is reported)."""
 CHECKS = ("completes", "exactly_once", "checkpoint_integrity", "matches_golden")
 

@@ -52,3 +52,25 @@ def test_parallel_runs_do_not_collide(suite: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2, failed=2)
     run_dirs = sorted(p.name for p in (suite.path / "runs").iterdir())
     assert len(run_dirs) == len(set(run_dirs)) == 3
+
+
+def test_a_known_failure_is_expected_only_exactly_as_recorded() -> None:
+    from types import SimpleNamespace as NS
+
+    from chaos.experiment import KnownFailure
+    from chaos.pytest_plugin import known_failure_matches
+
+    known = KnownFailure(checks=["exactly_once", "matches_golden"], reason="reshuffled epoch", upstream="u/1")
+
+    def report(**verdicts):
+        return NS(checks=[NS(kind=k, verdict=v) for k, v in verdicts.items()], revert_failures=[])
+
+    ok, why = known_failure_matches(known, report(completes="pass", exactly_once="fail", matches_golden="fail"))
+    assert ok and "reshuffled epoch" in why and "u/1" in why
+    # Fixed upstream: the checks pass, which is news, not an expected failure.
+    assert not known_failure_matches(known, report(completes="pass", exactly_once="pass", matches_golden="pass"))[0]
+    # Another check failing too, or one that could not be judged, is not the recorded failure.
+    assert not known_failure_matches(known, report(completes="fail", exactly_once="fail", matches_golden="fail"))[0]
+    assert not known_failure_matches(known, report(completes="inconclusive", exactly_once="fail",
+                                                   matches_golden="fail"))[0]
+    assert not known_failure_matches(known, report(exactly_once="fail"))[0]
