@@ -41,6 +41,7 @@ def pin(path: Path, pin_dir: Path | None) -> Path | None:
     it cannot be pinned whole (gone, mid-delete, another filesystem): the look then reads the original."""
     if pin_dir is None:
         return None
+    slot: Path | None = None
     try:
         pin_dir.mkdir(parents=True, exist_ok=True)
         if os.stat(path).st_dev != os.stat(pin_dir).st_dev:
@@ -54,7 +55,8 @@ def pin(path: Path, pin_dir: Path | None) -> Path | None:
             os.link(path, dest)
         return dest
     except (OSError, shutil.Error):  # a file left between the listing and its link: not a whole checkpoint
-        shutil.rmtree(locals().get("slot", pin_dir / "-"), ignore_errors=True)
+        if slot is not None:
+            shutil.rmtree(slot, ignore_errors=True)
         return None
 
 
@@ -75,9 +77,10 @@ def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None, p
     except Exception as exc:  # a verifier bug is no verdict on the checkpoint: say it, judge nothing from it
         fields.update(ok=None, gone=False, problems=[f"verifier crashed: {type(exc).__name__}: {exc}"])
     else:
-        if not report.ok and pinned is None and not os.path.lexists(path):
-            # Retention renamed it away while it was being read (the workload's prune is an atomic
-            # rename): what failed to read was a checkpoint leaving, not a broken one. Judged as gone.
+        if not report.ok and not os.path.lexists(original):
+            # Retention took it away while it was being read or pinned (a prune that deletes in place
+            # can leave a pin with files missing): what failed may be a checkpoint leaving, not a
+            # broken one. Judged as gone, which the check never counts as verified.
             fields.update(ok=None, gone=True, format=report.kind,
                           problems=["removed while being verified: " + "; ".join(report.all_problems()[:2])])
         else:

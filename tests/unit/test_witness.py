@@ -116,3 +116,17 @@ def test_the_child_pins_on_arrival_and_leaves_no_pins(tmp_path: Path) -> None:
     [rec] = logged
     assert rec["ok"] is True and rec["pinned"] is True and "pin_dir" not in rec
     assert not (tmp_path / "pins").exists()
+
+
+def test_a_pin_missing_files_of_a_checkpoint_deleted_meanwhile_is_gone_not_torn(tmp_path: Path) -> None:
+    """A prune that deletes in place, caught half-way by the pin: no false 'invalid'."""
+    import shutil
+
+    from chaos.witness import look, pin
+
+    ckpt = sealed(tmp_path / "ckpt" / "step_000010", 10)
+    (ckpt / "shard.bin").unlink()  # the prune has begun
+    pinned = pin(ckpt, tmp_path / "pins")
+    shutil.rmtree(ckpt)  # and finished before the look
+    fields = look({"path": str(ckpt), "step": 10}, pinned=pinned)
+    assert fields["ok"] is None and fields["gone"] is True
