@@ -51,3 +51,25 @@ def test_preempt_on_a_users_cluster_needs_its_partition_and_leaves_gracetime_alo
     target.admit(None, "preempt", PreemptConfig())  # type: ignore[arg-type]
     with pytest.raises(CapabilityError, match="GraceTime"):
         target.admit(None, "preempt", PreemptConfig(grace_s=30))  # type: ignore[arg-type]
+
+
+def test_drain_without_operator_rights_is_refused_naming_the_permission(monkeypatch) -> None:
+    """A non-root user who is neither the SlurmUser nor an AdminLevel Operator cannot drain nodes."""
+    import shutil as _shutil
+
+    from chaos.shell import CommandResult
+
+    target = Slurm(SlurmConfig(cluster="existing", shared_dir="/s"))
+
+    class FakeControl:
+        def run(self, *cmd, **kw):
+            if cmd[:3] == ("scontrol", "show", "config"):
+                return CommandResult(list(cmd), 0, "SlurmUser               = slurm(64030)\n", "")
+            return CommandResult(list(cmd), 0, "None\n", "")  # sacctmgr: AdminLevel None
+
+    monkeypatch.setattr("os.geteuid", lambda: 4242)
+    monkeypatch.setattr("pwd.getpwuid", lambda uid: type("P", (), {"pw_name": "alice"})())
+    monkeypatch.setattr(target, "_control", lambda run: FakeControl())
+    monkeypatch.setattr(_shutil, "which", lambda name: f"/usr/bin/{name}")
+    with pytest.raises(CapabilityError, match="operator rights.*alice has none"):
+        target.admit(None, "xid", None)  # type: ignore[arg-type]
