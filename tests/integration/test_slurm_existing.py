@@ -76,14 +76,16 @@ def _run(path: Path, tmp: Path):
 def test_rank_faults_act_through_srun_steps_and_the_job_recovers(staging, tmp_path: Path) -> None:
     conf, ctl, other = staging
     faults = [{"kind": "straggler", "rank": 0, "duration_s": 3, "trigger": {"at_step": 5}},
+              {"kind": "hang-rank", "rank": 1, "duration_s": 2, "trigger": {"at_step": 12}},
               {"kind": "kill-rank", "rank": 1, "trigger": {"at_step": 20}}]
     path = _experiment(tmp_path, conf, faults, [{"completes": {"min_restarts": 1, "max_restarts": 1}},
                                                 {"exactly_once": {}}, {"checkpoint_integrity": {}}])
     report = _run(path, tmp_path)
     detail = "\n".join(f"{r.kind}: {r.verdict} {r.reason}" for r in report.checks)
     assert report.exit_code == 0, detail
-    straggler, kill = json.loads((report.run_dir / "journal.json").read_text())["faults"]
+    straggler, hang, kill = json.loads((report.run_dir / "journal.json").read_text())["faults"]
     assert straggler["error"] is None and straggler["revert_errors"] == [], straggler
+    assert hang["error"] is None and hang["revert_errors"] == [] and len(hang["details"]["pids"]) == 1, hang
     assert kill["error"] is None and len(kill["details"]["pids"]) == 1, kill
     assert kill["recovery"]["resume_s"] is not None, kill
     harness = [json.loads(line) for line in (report.run_dir / "harness.jsonl").read_text().splitlines()]
@@ -91,6 +93,9 @@ def test_rank_faults_act_through_srun_steps_and_the_job_recovers(staging, tmp_pa
     steps = [r for r in harness if r["ev"] == "cmd" and "chaos.slurm.steps" in r.get("argv", [])]
     assert {r["argv"][r["argv"].index("chaos.slurm.steps") + 1] for r in steps} >= {"list", "signal"}, steps
     assert all("--overlap" in r["argv"] for r in steps)
+    # The hang was released by a SIGCONT step on the node (the ledger's undo), as was the straggler.
+    sent = [r["argv"][r["argv"].index("signal") + 2] for r in steps if "signal" in r["argv"]]
+    assert "SIGSTOP" in sent and sent.count("SIGCONT") >= 2 and "SIGKILL" in sent, sent  # hang + straggler undo
     [cycles] = [r for r in harness if r["ev"] == "straggler_cycles"]
     assert cycles["cycles"][0] and cycles["cycles"][0] > 0, cycles  # the duty-cycle step ran on the node
     assert "--partition=chaos" in (report.run_dir / "slurm-job.sh").read_text()
