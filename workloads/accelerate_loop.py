@@ -12,51 +12,32 @@ resume replays or skips.
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # userloop, from any cwd
 if importlib.util.find_spec("chaos") is None:
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # chaos from the source tree
+    sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
 
 import torch  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+from torch.utils.data import DataLoader  # noqa: E402
 
 from chaos import sdk  # noqa: E402
-from chaos.checkpoint.manifest import build_manifest, fsync_path, verify_manifest, write_manifest  # noqa: E402
 from chaos.integrations import require, samples  # noqa: E402
+from userloop import arguments, begin, ckpt_root, newest_checkpoint, seal, staging, toy_problem  # noqa: E402
 
-STEP_DIR = "step_{:06d}"
 LOOP_STATE = "loop.json"
 
 
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--steps", type=int, default=40)
-    ap.add_argument("--ckpt-every", type=int, default=5)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--dataset-size", type=int, default=256)
-    ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--num-workers", type=int, default=0)
-    ap.add_argument("--keep", type=int, default=2)
-    ap.add_argument("--step-sleep", type=float, default=0.05)
+def parse(argv: list[str] | None):
+    ap = arguments(__doc__.splitlines()[0], num_workers=0)
     ap.add_argument("--seedable-sampler", action="store_true",
                     help="DataLoaderConfiguration(use_seedable_sampler=True): each epoch's order from seed + epoch")
     return ap.parse_args(argv)
-
-
-def newest_checkpoint(root: Path) -> Path | None:
-    for entry in sorted(root.glob("step_*"), reverse=True):
-        problems = verify_manifest(entry) if entry.is_dir() else ["not a directory"]
-        if not problems:
-            return entry
-        sdk.ckpt_reject(str(entry), "; ".join(problems)[:300])
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,13 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     accelerator = accelerate.Accelerator(cpu=True, dataloader_config=config)
     accelerate.utils.set_seed(args.seed)
     rank = accelerator.process_index
-    root = Path(os.environ.get("CHAOS_CKPT_DIR", "ckpt"))
-    root.mkdir(parents=True, exist_ok=True)
-
-    gen = torch.Generator().manual_seed(args.seed)
-    data = TensorDataset(torch.randn(args.dataset_size, 16, generator=gen), torch.randn(args.dataset_size, 1, generator=gen))
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    root = ckpt_root()
+    data, model, opt = toy_problem(args)
     loader = DataLoader(samples.Indexed(data), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.num_workers, collate_fn=samples.collate())
     model, opt, loader = accelerator.prepare(model, opt, loader)
@@ -112,31 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def save(accelerator, root: Path, loop: dict, args: argparse.Namespace) -> None:
-    """``save_state`` into a temporary directory, then the main process seals it and renames it into place."""
+def save(accelerator, root: Path, loop: dict, args) -> None:
+    """``save_state`` into a temporary directory, then the main process seals it (userloop.seal)."""
     step = loop["step"]
-    final, tmp = root / STEP_DIR.format(step), root / f".tmp-{STEP_DIR.format(step)}"
-    t0 = time.time()
+    _final, tmp = staging(root, step)
     if accelerator.is_main_process:
-        sdk.ckpt_begin(step, str(final))
-        shutil.rmtree(tmp, ignore_errors=True)
+        t0 = begin(root, step)
     accelerator.wait_for_everyone()
     accelerator.save_state(str(tmp))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         (tmp / LOOP_STATE).write_text(json.dumps(loop))
-        for f in tmp.rglob("*"):
-            if f.is_file():
-                fsync_path(f)
-        write_manifest(tmp, build_manifest(tmp, step, format="accelerate"))
-        os.replace(tmp, final)
-        fsync_path(root)
-        size = sum(f.stat().st_size for f in final.rglob("*") if f.is_file())
-        sdk.ckpt_commit(step, str(final), bytes=size, seconds=time.time() - t0)
-        for old in sorted(root.glob("step_*"))[:-args.keep]:
-            gone = root / f".pruned-{old.name}"
-            os.replace(old, gone)
-            shutil.rmtree(gone, ignore_errors=True)
+        seal(root, step, "accelerate", args.keep, t0)
     accelerator.wait_for_everyone()
 
 

@@ -38,7 +38,8 @@ class KillRankConfig(FaultConfig):
         return name
 
 
-def _remote(run: RunContext) -> bool:
+def remote(run: RunContext) -> bool:
+    """Whether the run's ranks are reached through the target (steps on a cluster's nodes), not the local process tree."""
     return bool(run.target is not None and run.target.remote_workers)
 
 
@@ -73,7 +74,7 @@ def signal_workers(run: RunContext, workers: list[Worker], sig: _signal.Signals)
     """Send ``sig`` to workers after re-checking each is still ours (never a reused PID)."""
     import psutil
 
-    if _remote(run):  # a step on each worker's node checks and signals there (chaos/slurm/steps.py)
+    if remote(run):  # a step on each worker's node checks and signals there (chaos/slurm/steps.py)
         return run.target.signal(run, workers, sig)  # type: ignore[union-attr]
     hit = []
     for w in workers:
@@ -108,6 +109,6 @@ class KillRank(Fault, kind="kill-rank"):
 
 def resume_later(run: RunContext, w: Worker, signal: str = "SIGCONT") -> Undo:
     """The ledger entry that sends ``signal`` to ``w`` on revert, wherever the worker runs."""
-    if _remote(run):
+    if remote(run):
         return run.target.signal_undo(run, w, signal)  # type: ignore[union-attr]
     return Signal(pid=w.pid, create_time=w.create_time, signal=signal)

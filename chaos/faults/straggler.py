@@ -11,7 +11,7 @@ from pydantic import Field
 
 from chaos.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
-from chaos.faults.kill_rank import resume_later, select_workers
+from chaos.faults.kill_rank import remote, resume_later, select_workers
 
 
 class StragglerConfig(FaultConfig):
@@ -87,7 +87,7 @@ class Straggler(Fault, kind="straggler"):
         w = workers[0]
         run.ledger.push(self.owner, resume_later(run, w))
         stopped_s, running_s = c.stopped_fraction * c.period_s, (1 - c.stopped_fraction) * c.period_s
-        if run.target is not None and run.target.remote_workers:
+        if remote(run):
             # A step on the rank's node runs the cycle there (chaos/slurm/steps.py).
             self._cycles(run).append(run.target.slow(run, w, stopped_s, running_s))  # type: ignore[attr-defined]
         else:
