@@ -114,6 +114,12 @@ class Golden:
             raise HarnessError(
                 f"the fault-free golden run failed (exit {o.exit_code}, timed out: {o.timed_out}); "
                 f"see {report.run_dir}/output.log — the workload does not complete even without faults")
+        attempts = o.history.all_attempts()
+        if len(attempts) > 1:
+            # A restart inside the reference run means its end state is a recovery's, not the training's.
+            raise HarnessError(
+                f"the fault-free golden run restarted ({len(attempts)} attempts, exit {o.exit_code}); see "
+                f"{report.run_dir}/output.log — a reference must be one clean attempt: fix what fails without faults")
         summary = summarize_golden(o.history)
         summary["run_dir"] = str(report.run_dir)
         summary["config_hash"] = self.experiment.workload_hash()

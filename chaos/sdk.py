@@ -118,11 +118,13 @@ def emit(ev: str, **fields: Any) -> None:
     writer().emit(ev, **fields)
 
 
-def start(*, dataset_size: int, device: str, local_rank: int | None = None, **extra: Any) -> None:
-    """The process is up and has joined the process group."""
+def start(*, dataset_size: int | None, device: str, local_rank: int | None = None, **extra: Any) -> None:
+    """The process is up and has joined the process group; ``dataset_size`` None: unknown (an iterable dataset)."""
     if local_rank is None:
         local_rank = _env_int("LOCAL_RANK", 0)
-    emit("start", local_rank=local_rank, dataset_size=dataset_size, device=device, **extra)
+    if dataset_size is not None:
+        extra["dataset_size"] = int(dataset_size)
+    emit("start", local_rank=local_rank, device=device, **extra)
 
 
 def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra: Any) -> None:

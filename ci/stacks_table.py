@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "stacks.md"
 BEGIN, END = "<!-- stacks-table:begin -->", "<!-- stacks-table:end -->"
 STACKS = {"stateful_loader.py": ("torchdata StatefulDataLoader, num_workers 2", "torchdata"),
-          "accelerate_loop.py": ("Accelerate save_state/load_state + skip_first_batches, num_workers 2", "accelerate")}
+          "accelerate_loop.py": ("Accelerate save_state/load_state + skip_first_batches, num_workers 2", "accelerate"),
+          "hf_trainer.py": ("HF Trainer checkpoint-N + get_last_checkpoint, dataloader_num_workers 2", "transformers")}
 """Workload script -> (stack, the distribution whose version is reported)."""
 CHECKS = ("completes", "exactly_once", "checkpoint_integrity", "matches_golden")
 

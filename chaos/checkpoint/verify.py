@@ -15,13 +15,26 @@ re-derive from the bytes on disk:
   is invisible without a manifest, and the report says so);
 * a ``torch.save`` file: the zip CRC-32 of every record, then ``torch.load(weights_only=True,
   mmap=True)``; a directory of such files is judged file by file;
-* a checkpoint root: the ``latest`` pointer and every ``step_*`` entry, each judged as above.
+* a Hugging Face Trainer ``checkpoint-N`` directory (``trainer_state.json``): the trainer state
+  parses and names step N, the model weights are there (safetensors: the header parses and every
+  tensor lies inside the file; no checksums exist in that format), and every torch.save file in
+  it (optimizer, scheduler, RNG states) is judged as above. The Trainer writes
+  ``trainer_state.json`` after everything else, so a directory without it is a save that never
+  finished;
+* a checkpoint root: the ``latest`` pointer and every ``step_*`` / ``checkpoint-N`` entry, each
+  judged as above.
+
+A torch.save file that holds Python objects beyond tensors (an RNG state, a Lightning
+checkpoint's hyper-parameters) is not unpickled with ``weights_only=False``, since that would run
+whatever code the file names: its zip CRC-32s prove its bytes, and the report says it was not loaded.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import struct
 import time
 import zipfile
 from dataclasses import asdict, dataclass, field
@@ -33,7 +46,11 @@ from chaos.errors import UsageError
 
 DCP_METADATA = ".metadata"
 DCP_SHARD_SUFFIX = ".distcp"
-STEP_ENTRY = re.compile(r"^step[_-]?(\d+)(\.[A-Za-z0-9]+)?$")
+STEP_ENTRY = re.compile(r"^(?:step|checkpoint)[_-]?(\d+)(\.[A-Za-z0-9]+)?$")
+"""A checkpoint's entry in its root: ``step_N`` (this harness's workloads), ``checkpoint-N`` (HF Trainer)."""
+HF_TRAINER_STATE = "trainer_state.json"
+HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
+              "adapter_model.safetensors", "adapter_model.bin")
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
 
 
@@ -47,7 +64,7 @@ class Report:
 
     path: str
     kind: str
-    """manifest | dcp | torch-save | torch-save-dir | root"""
+    """manifest | dcp | torch-save | torch-save-dir | hf-trainer | root"""
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Facts that are not problems (what was not checked and why, in-progress saves skipped)."""
@@ -104,6 +121,8 @@ def verify(path: str | os.PathLike[str], *, load: bool | None = None) -> Report:
         report = verify_torch_file(path, load=True if load is None else load)
     elif kind == "torch-save-dir":
         report = verify_torch_dir(path, load=True if load is None else load)
+    elif kind == "hf-trainer":
+        report = verify_hf_dir(path, load=True if load is None else load)
     else:
         report = verify_root(path, load=load)
     report.seconds = round(time.perf_counter() - started, 6)
@@ -126,6 +145,8 @@ def detect_kind(path: Path) -> str:
         return "manifest"
     if DCP_METADATA in names:
         return "dcp"
+    if HF_TRAINER_STATE in names or (path.name.startswith("checkpoint-") and names & set(HF_WEIGHTS)):
+        return "hf-trainer"
     if LATEST_NAME in names or any(STEP_ENTRY.match(n) for n in names):
         return "root"
     if any(n.endswith(TORCH_SUFFIXES) for n in names):
@@ -138,7 +159,7 @@ def claims_committed(path: Path) -> bool:
     """Does this entry present itself as a finished checkpoint (a commit record, or a single file)?"""
     if path.is_file():
         return True
-    return (path / MANIFEST_NAME).exists() or (path / DCP_METADATA).exists()
+    return any((path / name).exists() for name in (MANIFEST_NAME, DCP_METADATA, HF_TRAINER_STATE))
 
 
 def step_of(path: Path) -> int | None:
@@ -171,7 +192,7 @@ def verify_manifest_dir(path: Path, *, load: bool = False) -> Report:
     if not report.problems:
         for rel in sorted(files):
             if rel.endswith(TORCH_SUFFIXES):
-                report.problems += [f"{rel}: {p}" for p in _torch_problems(path / rel, load)]
+                report.problems += [f"{rel}: {p}" for p in _torch_problems(path / rel, load, report.notes)]
     if dcp and load and not report.problems:
         report.problems += _dcp_load(path)
     if not load:
@@ -259,7 +280,7 @@ def _dcp_load(path: Path) -> list[str]:
 
 def verify_torch_file(path: Path, *, load: bool = True) -> Report:
     report = Report(str(path), "torch-save", files=1, bytes=_size(path), step=step_of(path))
-    report.problems = _torch_problems(path, load)
+    report.problems = _torch_problems(path, load, report.notes)
     return report
 
 
@@ -269,15 +290,15 @@ def verify_torch_dir(path: Path, *, load: bool = True) -> Report:
         if child.is_file() and child.name.endswith(TORCH_SUFFIXES):
             report.files += 1
             report.bytes += _size(child)
-            report.problems += [f"{child.name}: {p}" for p in _torch_problems(child, load)]
+            report.problems += [f"{child.name}: {p}" for p in _torch_problems(child, load, report.notes)]
     report.notes.append("no commit record (manifest or .metadata): each file judged on its own")
     return report
 
 
-def _torch_problems(path: Path, load: bool) -> list[str]:
+def _torch_problems(path: Path, load: bool, notes: list[str] | None = None) -> list[str]:
     problems = _zip_crc(path)
     if load and not problems:
-        problems += _torch_load(path)
+        problems += _torch_load(path, notes if notes is not None else [])
     return problems
 
 
@@ -308,19 +329,129 @@ def _zip_crc(path: Path) -> list[str]:
     return [f"CRC mismatch in record {bad}"] if bad else []
 
 
-def _torch_load(path: Path) -> list[str]:
+def _torch_load(path: Path, notes: list[str]) -> list[str]:
+    import pickle
+
     import torch
 
+    zipped = _is_zip(path)
     try:
-        torch.load(path, map_location="cpu", weights_only=True, mmap=_is_zip(path))
+        torch.load(path, map_location="cpu", weights_only=True, mmap=zipped)
+    except pickle.UnpicklingError as exc:
+        if zipped and "Weights only load failed" in str(exc):
+            # Not damage: the file pickles objects beyond tensors (numpy RNG state, training arguments),
+            # which only weights_only=False would unpickle, running whatever code the file names.
+            notes.append(f"{path.name}: holds Python objects beyond tensors: bytes proven by its zip CRC-32s, "
+                         "not unpickled (that would run code the file names)")
+            return []
+        return [f"torch.load failed: {type(exc).__name__}: {_first_line(exc)}"]
     except Exception as exc:  # unpickling a torn or foreign file can raise nearly anything
-        return [f"torch.load failed: {type(exc).__name__}: {str(exc).strip()[:300]}"]
+        return [f"torch.load failed: {type(exc).__name__}: {_first_line(exc)}"]
     return []
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0][:300] if lines else ""
 
 
 def _is_zip(path: Path) -> bool:
     with open(path, "rb") as fh:
         return fh.read(2) == b"PK"
+
+
+# ----------------------------------------------------------------------------------- HF Trainer
+
+
+def verify_hf_dir(path: Path, *, load: bool = True) -> Report:
+    """A ``transformers.Trainer`` ``checkpoint-N`` directory (see the module's docstring)."""
+    report = Report(str(path), "hf-trainer", step=step_of(path))
+    names = sorted(p.name for p in path.iterdir())
+    state_file = path / HF_TRAINER_STATE
+    if not state_file.exists():
+        report.problems.append(f"{HF_TRAINER_STATE} missing: the Trainer writes it after the model, optimizer and RNG "
+                               "states, so this save never finished (a resume from it fails)")
+    else:
+        try:
+            state = json.loads(state_file.read_text())
+            step = state["global_step"]
+            if not isinstance(step, int):
+                raise TypeError(f"global_step is {step!r}")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            report.problems.append(f"{HF_TRAINER_STATE} unreadable: {type(exc).__name__}: {exc}"[:300])
+        else:
+            if report.step is not None and step != report.step:
+                report.problems.append(f"{HF_TRAINER_STATE} says global_step {step}, the name says {report.step}")
+            report.step = step
+    weights = [n for n in names if n in HF_WEIGHTS]
+    if not weights:
+        report.problems.append(f"no model weights ({', '.join(HF_WEIGHTS[:3])}, ...)")
+    for name in names:
+        child = path / name
+        if not child.is_file():
+            continue
+        report.files += 1
+        report.bytes += _size(child)
+        if name.endswith(".safetensors"):
+            report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
+        elif name.endswith(TORCH_SUFFIXES):
+            report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
+        elif name.endswith(".index.json"):
+            report.problems += [f"{name}: {p}" for p in _shard_index_problems(child)]
+    report.notes.append("the Trainer writes no checksums: safetensors headers and extents, zip CRC-32s of the "
+                        "torch.save files and the trainer state are what is checked")
+    return report
+
+
+def _safetensors_problems(path: Path, load: bool) -> list[str]:
+    """The header parses and every tensor's bytes lie inside the file, which ends where the last one does."""
+    size = _size(path)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(8)
+            if len(head) < 8:
+                return [f"truncated: {size} bytes, shorter than the 8-byte header length"]
+            (length,) = struct.unpack("<Q", head)
+            if length > size - 8:
+                return [f"truncated: the header says {length} bytes of JSON, the file has {size - 8} after it"]
+            header = json.loads(fh.read(length))
+    except (OSError, ValueError) as exc:
+        return [f"header unreadable: {type(exc).__name__}: {exc}"[:300]]
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            begin, stop = info["data_offsets"]
+        except (TypeError, KeyError, ValueError):
+            return [f"header entry {name!r} has no data_offsets"]
+        end = max(end, int(stop))
+        if not 0 <= int(begin) <= int(stop):
+            return [f"header entry {name!r} has data_offsets {begin}..{stop}"]
+    if 8 + length + end != size:
+        return [f"truncated: the header places tensor data up to byte {8 + length + end}, the file has {size}"
+                if 8 + length + end > size else
+                f"{size - 8 - length - end} bytes past the last tensor (a file written over another?)"]
+    if load:
+        try:
+            from safetensors.torch import load_file
+        except ImportError:
+            return []
+        try:
+            load_file(str(path), device="cpu")
+        except Exception as exc:  # safetensors raises its own SafetensorError for any malformed file
+            return [f"load failed: {type(exc).__name__}: {_first_line(exc)}"]
+    return []
+
+
+def _shard_index_problems(path: Path) -> list[str]:
+    """A sharded model's index names shards that are all present."""
+    try:
+        weight_map = json.loads(path.read_text())["weight_map"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return [f"unreadable: {type(exc).__name__}: {exc}"[:300]]
+    return [f"names shard {shard}, which is missing" for shard in sorted(set(weight_map.values()))
+            if not (path.parent / shard).is_file()]
 
 
 # ----------------------------------------------------------------------------------- root
@@ -332,8 +463,8 @@ def verify_root(path: Path, *, load: bool | None = None) -> Report:
     entries = sorted((p for p in path.iterdir() if STEP_ENTRY.match(p.name)), key=lambda p: step_of(p) or 0)
     for entry in entries:
         if not claims_committed(entry):
-            report.notes.append(f"{entry.name}: no commit record ({MANIFEST_NAME} or {DCP_METADATA}): "
-                                "an unfinished save, not judged")
+            report.notes.append(f"{entry.name}: no commit record ({MANIFEST_NAME}, {DCP_METADATA} or "
+                                f"{HF_TRAINER_STATE}): an unfinished save, not judged")
             continue
         try:
             child = verify(entry, load=load)
@@ -342,6 +473,7 @@ def verify_root(path: Path, *, load: bool | None = None) -> Report:
         report.children.append(child)
         report.files += child.files
         report.bytes += child.bytes
+    report.problems += selection_hazards(path)
     hidden = [p.name for p in path.iterdir() if p.name.startswith(".")]
     if hidden:
         report.notes.append(f"ignored in-progress or hidden entries: {', '.join(sorted(hidden)[:5])}")
@@ -362,6 +494,24 @@ def verify_root(path: Path, *, load: bool | None = None) -> Report:
     if valid:
         report.step = max((c.step or 0) for c in valid)
     return report
+
+
+def selection_hazards(root: Path) -> list[str]:
+    """Unfinished saves that a stack's own resume rule would still pick (no ``latest`` pointer to steer it).
+
+    transformers' ``get_last_checkpoint`` (what ``resume_from_checkpoint=True`` and the examples use)
+    takes the highest ``checkpoint-N`` directory, finished or not."""
+    try:
+        hf = sorted((e for e in root.iterdir() if e.is_dir() and e.name.startswith("checkpoint-")
+                     and step_of(e) is not None), key=lambda e: step_of(e) or 0)
+    except OSError:
+        return []
+    if hf and not claims_committed(hf[-1]):
+        return [f"{hf[-1].name} is an unfinished save (no {HF_TRAINER_STATE}) and the newest checkpoint-N: "
+                "get_last_checkpoint and Trainer.train(resume_from_checkpoint=True) pick it, and the resume fails; "
+                "resume from the newest checkpoint-N that has one (chaos.integrations.hf.last_complete_checkpoint) "
+                "or delete it"]
+    return []
 
 
 def resolve_latest(root: Path) -> tuple[str | None, str]:

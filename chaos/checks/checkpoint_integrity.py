@@ -17,7 +17,8 @@ prune it). Only the harness's own ``ckpt_verify`` records count: a workload cann
 3. every checkpoint the harness corrupted (corrupt-checkpoint faults) was never loaded afterwards
    (unless re-committed first), and was rejected (``ckpt_reject``) whenever a resume had to pass
    over it to reach an older one;
-4. ``latest``, when the workload keeps one, names a valid checkpoint;
+4. ``latest``, when the workload keeps one, names a valid checkpoint; with no pointer, the entry the
+   stack's own resume rule picks (the highest HF ``checkpoint-N``) is a finished save;
 5. no load went back further than the newest committed checkpoint the harness did not corrupt
    (a save that purged or overwrote a good checkpoint before its replacement was durable);
 6. after a failed save (``ckpt_error``) the failed path is never loaded, and the previous good
@@ -38,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from chaos.checkpoint.manifest import LATEST_NAME
-from chaos.checkpoint.verify import STEP_ENTRY, Report, UnusableInput, claims_committed, resolve_latest, verify
+from chaos.checkpoint.verify import (STEP_ENTRY, Report, UnusableInput, claims_committed, resolve_latest,
+                                    selection_hazards, verify)
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
 from chaos.events import History, Record
 
@@ -173,6 +175,9 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 if (STEP_ENTRY.match(entry.name) and claims_committed(entry)) or (
                         entry.is_file() and entry.suffix in CHECKPOINT_SUFFIXES):
                     candidates[_norm(entry)] = entry
+            # A torn save the stack's own resume rule would pick is a failure of the checkpoints even
+            # though nothing claims it committed: the next resume from this directory fails.
+            failures += selection_hazards(root)
         for path in announced:
             if os.path.exists(path):
                 candidates.setdefault(path, Path(path))

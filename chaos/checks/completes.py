@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
@@ -41,9 +43,8 @@ class Completes(Check, kind="completes"):
             return self.failed(f"timed out after {outcome.experiment.timeout_s:g} s at step {max_step}"
                                + (f" of {target}" if target else ""), **figures)
         if outcome.exit_code != 0:
-            tail = outcome.output_tail.strip().splitlines()[-1:] or [""]
             return self.failed(f"workload exited {outcome.exit_code} at step {max_step} after "
-                               f"{restarts} restart(s); last output: {tail[0][:160]}", **figures)
+                               f"{restarts} restart(s); {telling_line(outcome.output_tail)[:200]}", **figures)
         if target and max_step < target:
             return self.failed(f"exited 0 but reached step {max_step}, not {target}", **figures)
         if restarts < c.min_restarts:
@@ -63,3 +64,20 @@ def _int(value: object) -> int | None:
         return int(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+
+
+_ERROR_LINE = re.compile(r"^(?:\[rank\d+\]:\s*)?([A-Za-z_][\w.]*(?:Error|Exception|Interrupt)\b.*)$")
+
+
+def telling_line(output: str) -> str:
+    """What a reader needs from the output's end: the last exception line a worker printed (torchrun's
+    summary ends in a row of '='), else the last line that is not a separator."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    errors = [(line.startswith("[rank"), _ERROR_LINE.match(line)) for line in lines]
+    # A worker's own exception says why; torchrun's ChildFailedError only says that a worker failed.
+    for from_worker in (True, False):
+        found = [m.group(1) for w, m in errors if m and (w or not from_worker)]
+        if found:
+            return f"last error: {found[-1]}"
+    text = [line for line in lines if line.strip("=-*_ ")]
+    return f"last output: {text[-1] if text else ''}"

@@ -11,7 +11,7 @@ from types import ModuleType
 
 from chaos.errors import CapabilityError
 
-EXTRAS = {"torchdata": "stateful", "accelerate": "accelerate"}
+EXTRAS = {"torchdata": "stateful", "accelerate": "accelerate", "transformers": "hf", "lightning": "lightning"}
 """Module -> the extra of this package that installs it (pip install ".[stateful]")."""
 
 

@@ -364,3 +364,23 @@ def test_commits_nothing_could_verify_never_pass() -> None:
     v = check.evaluate(make_outcome(_commits_only(step_000002=True, step_000004=True).history()))
     assert v.verdict == "pass", v.reason
     assert v.reason == "0 checkpoint(s) on disk verify, 2 more verified by the harness when committed (gone since)"
+
+
+def test_an_unfinished_hf_save_the_stacks_resume_rule_picks_fails_though_nothing_claimed_it(r: Run) -> None:
+    """The lying history: a commit of checkpoint-5, then a save of checkpoint-10 killed midway that no event
+    calls committed. Judged only by what claims a commit, this PASSed; get_last_checkpoint picks checkpoint-10."""
+    safetensors_torch = pytest.importorskip("safetensors.torch")
+    for step, finished in ((5, True), (10, False)):
+        d = r.root / f"checkpoint-{step}"
+        d.mkdir()
+        safetensors_torch.save_file({"w": torch.ones(4, 4)}, str(d / "model.safetensors"))
+        if finished:
+            torch.save({"state": {}}, d / "optimizer.pt")
+            (d / "trainer_state.json").write_text(f'{{"global_step": {step}}}')
+    r.emit("ckpt_begin", step=5, path=str(r.root / "checkpoint-5"))
+    r.emit("ckpt_commit", step=5, path=str(r.root / "checkpoint-5"), bytes=1, seconds=0.1)
+    r.emit("ckpt_begin", step=10, path=str(r.root / "checkpoint-10"))
+    v = r.judge()
+    assert v.verdict == "fail" and v.reason.startswith("checkpoint-10 is an unfinished save"), v.reason
+    (r.root / "checkpoint-10" / "trainer_state.json").write_text('{"global_step": 10}')
+    assert r.judge().verdict == "pass"

@@ -74,3 +74,17 @@ def test_an_unknown_target_step_is_inconclusive(sim, outcome_of):
     run_to(sim, 6)
     result = judge(outcome_of(sim.history()))
     assert result.verdict == "inconclusive" and "min_step" in result.reason
+
+
+def test_the_failure_line_is_the_workers_exception_not_torchruns_banner() -> None:
+    from chaos.checks.completes import telling_line
+
+    out = ("[rank0]: Traceback (most recent call last):\n"
+           "[rank0]: FileNotFoundError: [Errno 2] No such file or directory: 'ckpt/checkpoint-10/trainer_state.json'\n"
+           "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+           "============================================================\n")
+    assert telling_line(out) == ("last error: FileNotFoundError: [Errno 2] No such file or directory: "
+                                 "'ckpt/checkpoint-10/trainer_state.json'")
+    assert telling_line("ValueError: bad\n=====\n") == "last error: ValueError: bad"
+    assert telling_line("step 3\nloss nan\n------\n") == "last output: loss nan"
+    assert telling_line("") == "last output: "
