@@ -4,7 +4,7 @@
     python ci/stacks_table.py runs/stacks --write                            # rewrites the table in docs/stacks.md
 
 Each row is one run of an experiment whose workload is a stack's (STACKS): the stack and the version
-that ran, the fault, each check's verdict and the fault's resume_s. Golden (fault-free) runs are left
+that ran, the fault, each check's verdict and the fault's detect_s and resume_s. Golden (fault-free) runs are left
 out. Nothing in the table is typed by hand.
 """
 
@@ -21,7 +21,8 @@ DOC = ROOT / "docs" / "stacks.md"
 BEGIN, END = "<!-- stacks-table:begin -->", "<!-- stacks-table:end -->"
 STACKS = {"stateful_loader.py": ("torchdata StatefulDataLoader, num_workers 2", "torchdata"),
           "accelerate_loop.py": ("Accelerate save_state/load_state + skip_first_batches, num_workers 2", "accelerate"),
-          "hf_trainer.py": ("HF Trainer checkpoint-N + get_last_checkpoint, dataloader_num_workers 2", "transformers")}
+          "hf_trainer.py": ("HF Trainer checkpoint-N + get_last_checkpoint, dataloader_num_workers 2", "transformers"),
+          "lightning_ddp.py": ("Lightning DDP, ModelCheckpoint + fit(ckpt_path=\"last\"), num_workers 2", "lightning")}
 """Workload script -> (stack, the distribution whose version is reported)."""
 CHECKS = ("completes", "exactly_once", "checkpoint_integrity", "matches_golden")
 
@@ -46,10 +47,11 @@ def rows(runs: Path) -> list[list[str]]:
         stack, dist = STACKS[script]
         verdicts = {c["kind"]: c["verdict"].upper() for c in j["checks"]}
         faults = ", ".join(f["label"] for f in j["faults"]) or "none"
-        resume = [f["recovery"].get("resume_s") for f in j["faults"] if f.get("recovery")]
+        recovery = [f["recovery"] for f in j["faults"] if f.get("recovery")]
         out.append([stack, version(dist), f"`{Path(exp).name}`", faults,
                     *(verdicts.get(c, "-") for c in CHECKS),
-                    ", ".join(f"{r:.1f} s" for r in resume if r is not None) or "-"])
+                    *(", ".join(f"{r[m]:.1f} s" for r in recovery if r.get(m) is not None) or "-"
+                      for m in ("detect_s", "resume_s"))])
     return out
 
 
@@ -65,7 +67,7 @@ def _script(experiment: str) -> str | None:
 
 
 def table(runs: Path) -> str:
-    head = ["stack", "version", "experiment", "fault", *CHECKS, "resume_s"]
+    head = ["stack", "version", "experiment", "fault", *CHECKS, "detect_s", "resume_s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(r) + " |" for r in rows(runs)]
     return "\n".join(lines)

@@ -38,31 +38,15 @@ from typing import Any
 
 from chaos import sdk
 from chaos.integrations import require
+from chaos.integrations.samples import INDEX_KEY
+from chaos.integrations.samples import IndexedDict as Indexed
 
-INDEX_KEY = "chaos_index"
-"""The field ``Indexed`` adds to each example and the forward pre-hook takes off the model's inputs."""
+__all__ = ["ChaosCallback", "Indexed", "INDEX_KEY", "last_complete_checkpoint"]
 
 CHECKPOINT_DIR = "checkpoint-{}"
 """How the Trainer names a save (transformers.trainer_utils.PREFIX_CHECKPOINT_DIR + global step)."""
 
 _transformers = require("transformers")
-
-
-class Indexed:
-    """A map-style dataset of dict examples, each with its index added under ``chaos_index``."""
-
-    def __init__(self, dataset: Any) -> None:
-        self.dataset = dataset
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        item = self.dataset[index]
-        if not isinstance(item, dict):
-            raise TypeError(f"chaos.integrations.hf.Indexed needs dict examples (as the Trainer's collators do), "
-                            f"got a {type(item).__name__}")
-        return {**item, INDEX_KEY: int(index)}
 
 
 class ChaosCallback(_transformers.TrainerCallback):

@@ -88,3 +88,29 @@ class Tracker:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._pending = [int(i) for i in state.get("pending", [])]
+
+
+INDEX_KEY = "chaos_index"
+"""The field ``IndexedDict`` adds to each example (the stacks' callbacks take it back off the batch)."""
+
+
+class IndexedDict:
+    """A map-style dataset of dict examples, each with its index added under ``chaos_index``.
+
+    For stacks that hand the batch to code the user did not write (HF Trainer, Lightning): their
+    collators batch the field like any other, through workers and prefetching, and the stack's
+    ``ChaosCallback`` removes it where the batch reaches the training step."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        item = self.dataset[index]
+        if not isinstance(item, dict):
+            raise TypeError(f"Indexed needs dict examples (the field rides along with the others), got a "
+                            f"{type(item).__name__}: return a dict from the dataset, or use samples.Indexed with "
+                            "samples.collate() in a loop of your own")
+        return {**item, INDEX_KEY: int(index)}

@@ -1,0 +1,118 @@
+"""``ChaosCallback``: a Lightning ``Trainer`` that speaks the event protocol.
+
+Two lines in a user's script::
+
+    from chaos.integrations.lightning import ChaosCallback, Indexed
+    loader = DataLoader(Indexed(dataset), ...)            # dict examples gain a chaos_index field
+    trainer = L.Trainer(..., callbacks=[ChaosCallback(), ModelCheckpoint(...)])
+
+What it reports, and from where:
+
+* ``start`` and ``ckpt_load`` at ``on_train_start``: by then Lightning has restored the loops from
+  ``fit(ckpt_path=...)``; the path is ``trainer.ckpt_path`` (what ``"last"`` resolved to), the step
+  ``trainer.global_step`` (0 and no path: a fresh start);
+* ``step`` when ``trainer.global_step`` advanced at ``on_train_batch_end`` (an optimizer step; with
+  ``accumulate_grad_batches`` several batches make one), with the indices of every batch since the
+  last one. ``on_train_batch_start`` receives the batch the training step is about to get, after
+  the loader's workers and the transfer to the device, and takes ``chaos_index`` out of it
+  (a dict batch is the same object the training step then sees); batches without it leave the
+  steps without samples, and ``exactly_once`` says it cannot judge;
+* ``ckpt_begin`` / ``ckpt_commit`` around the strategy's ``CheckpointIO.save_checkpoint`` (every
+  save Lightning writes, ModelCheckpoint's included, on the process that writes it), with the
+  file's path and size;
+* ``final`` at ``on_train_end``: the step and a digest of the module's and optimizers' state.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+from chaos import sdk
+from chaos.integrations import require
+from chaos.integrations.samples import INDEX_KEY
+from chaos.integrations.samples import IndexedDict as Indexed
+
+__all__ = ["ChaosCallback", "Indexed", "INDEX_KEY"]
+
+_lightning = require("lightning")
+
+
+class ChaosCallback(_lightning.pytorch.Callback):
+    """Reports the Trainer's start, resume, steps (with samples), checkpoint saves and final state as chaos events."""
+
+    def __init__(self) -> None:
+        self._pending: list[int] = []
+        self._losses: list[float] = []
+        self._last_step = 0
+        self._wrapped: Any = None
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":
+            self._wrap_checkpoint_io(trainer)
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        loader = trainer.train_dataloader
+        sdk.start(dataset_size=_dataset_size(loader), device=str(pl_module.device), world_size=trainer.world_size,
+                  stack=f"lightning {_lightning.__version__}")
+        self._last_step = int(trainer.global_step)
+        path = trainer.ckpt_path
+        sdk.ckpt_load(self._last_step, str(path) if path and self._last_step else None)
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if isinstance(batch, dict) and INDEX_KEY in batch:
+            self._pending.extend(int(i) for i in batch.pop(INDEX_KEY).reshape(-1).tolist())
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None and hasattr(loss, "detach"):
+            self._losses.append(float(loss.detach()))
+        step = int(trainer.global_step)
+        if step == self._last_step:  # accumulating: no optimizer step yet
+            return
+        taken, self._pending = self._pending, []
+        losses, self._losses = self._losses, []
+        sdk.step(step, epoch=int(trainer.current_epoch), samples=taken,
+                 loss=sum(losses) / len(losses) if losses else float("nan"))
+        self._last_step = step
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        states = [pl_module.state_dict()] + [opt.state_dict() for opt in trainer.optimizers]
+        sdk.final(int(trainer.global_step), digest=sdk.digest_state(*states))
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        if self._wrapped is not None:
+            io, original = self._wrapped
+            io.save_checkpoint = original
+            self._wrapped = None
+
+    def _wrap_checkpoint_io(self, trainer) -> None:
+        """Report each save around the write itself: Lightning's callbacks hear of a save before the file exists."""
+        if self._wrapped is not None:
+            return
+        io = trainer.strategy.checkpoint_io
+        original = io.save_checkpoint
+
+        def save_checkpoint(checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+            step = int(checkpoint.get("global_step", trainer.global_step))
+            t0 = time.time()
+            sdk.ckpt_begin(step, str(path))
+            try:
+                original(checkpoint, path, storage_options=storage_options)
+            except BaseException as exc:
+                sdk.ckpt_error(step, str(path), f"{type(exc).__name__}: {exc}")
+                raise
+            size = os.path.getsize(path) if os.path.exists(path) else 0
+            sdk.ckpt_commit(step, str(path), bytes=size, seconds=time.time() - t0)
+
+        io.save_checkpoint = save_checkpoint
+        self._wrapped = (io, original)
+
+
+def _dataset_size(loader: Any) -> int | None:
+    dataset = getattr(loader, "dataset", None)
+    try:
+        return len(dataset) if dataset is not None else None
+    except TypeError:
+        return None

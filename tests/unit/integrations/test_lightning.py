@@ -1,0 +1,88 @@
+"""ChaosCallback on a real Lightning Trainer (one process, CPU): what it reports is what the Trainer did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from chaos import sdk
+
+L = pytest.importorskip("lightning", reason="pip install -e '.[lightning]' (or '.[dev]')")
+integration = pytest.importorskip("chaos.integrations.lightning")
+
+
+class Examples(torch.utils.data.Dataset):
+    def __init__(self, n: int = 32) -> None:
+        gen = torch.Generator().manual_seed(0)
+        self.x, self.y = torch.randn(n, 4, generator=gen), torch.randn(n, 1, generator=gen)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i], "y": self.y[i]}
+
+
+class Module(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(4, 1)
+        self.seen_keys: set[str] = set()
+
+    def training_step(self, batch, batch_idx):
+        self.seen_keys |= set(batch)
+        return torch.nn.functional.mse_loss(self.net(batch["x"]), batch["y"])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def fit(ckpt: Path, steps: int, resume: str | None) -> Module:
+    L.seed_everything(0, verbose=False)
+    module = Module()
+    loader = torch.utils.data.DataLoader(integration.Indexed(Examples()), batch_size=4, shuffle=True, num_workers=2)
+    checkpoints = L.pytorch.callbacks.ModelCheckpoint(dirpath=ckpt, every_n_train_steps=3, save_top_k=-1)
+    trainer = L.Trainer(accelerator="cpu", devices=1, max_steps=steps, accumulate_grad_batches=2, logger=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        callbacks=[integration.ChaosCallback(), checkpoints])
+    trainer.fit(module, loader, ckpt_path=resume)
+    return module
+
+
+def records(events: Path, ev: str) -> list[dict]:
+    return [r for f in sorted(events.glob("*.jsonl")) for line in f.read_text().splitlines()
+            if (r := json.loads(line))["ev"] == ev]
+
+
+@pytest.fixture
+def events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(tmp_path / "events"), host="h"))
+    return tmp_path / "events"
+
+
+def test_a_run_reports_steps_with_their_samples_saves_around_the_write_and_the_final_state(
+        tmp_path: Path, events: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    module = fit(tmp_path / "ckpt", 6, None)
+    assert "chaos_index" not in module.seen_keys  # taken off the batch before the training step saw it
+    (start,) = records(events, "start")
+    assert start["dataset_size"] == 32 and start["stack"].startswith("lightning ")
+    assert [(r["step"], r["path"]) for r in records(events, "ckpt_load")] == [(0, None)]
+    steps = records(events, "step")
+    assert [s["step"] for s in steps] == [1, 2, 3, 4, 5, 6]
+    assert all(len(s["samples"]) == 8 for s in steps)  # two batches of 4 per optimizer step
+    assert sorted(i for s in steps[:4] for i in s["samples"]) == list(range(32))  # epoch 0: each index once
+    assert [s["epoch"] for s in steps] == [0, 0, 0, 0, 1, 1]
+    begins, commits = records(events, "ckpt_begin"), records(events, "ckpt_commit")
+    assert [r["step"] for r in begins] == [r["step"] for r in commits] == [3, 6]
+    assert all(Path(r["path"]).is_file() and r["bytes"] == Path(r["path"]).stat().st_size for r in commits)
+    assert records(events, "final")[0]["step"] == 6
+
+    resumed = tmp_path / "events2"
+    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(resumed), host="h"))
+    path = commits[0]["path"]
+    fit(tmp_path / "ckpt2", 6, path)
+    assert [(r["step"], r["path"]) for r in records(resumed, "ckpt_load")] == [(3, path)]
+    assert [s["step"] for s in records(resumed, "step")] == [4, 5, 6]

@@ -1,0 +1,109 @@
+"""A user's Lightning script: DDP on CPU, ModelCheckpoint every few steps, resumed with ckpt_path="last".
+
+The shape of Lightning's docs: a LightningModule over the toy problem of userloop.py, a shuffled
+DataLoader (Lightning injects the DistributedSampler), ``ModelCheckpoint(every_n_train_steps=N,
+save_last=True)`` and ``trainer.fit(model, loader, ckpt_path="last")``, which resumes from
+``last.ckpt`` when there is one. The two lines that make it a chaos workload are marked ``chaos:``.
+
+    torchrun --standalone --nproc-per-node 2 workloads/lightning_ddp.py --steps 40 --ckpt-every 5
+
+``--stateful-loader`` uses torchdata's StatefulDataLoader: Lightning then saves the loader's state
+in the checkpoint and restores it (a plain DataLoader cannot resume mid-epoch, and Lightning warns).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # userloop, from any cwd
+if importlib.util.find_spec("chaos") is None:
+    sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
+
+import torch  # noqa: E402
+
+from chaos.integrations import require  # noqa: E402
+from userloop import arguments, toy_problem  # noqa: E402
+
+L = require("lightning")
+from chaos.integrations.lightning import ChaosCallback, Indexed  # noqa: E402
+
+
+class Examples(torch.utils.data.Dataset):
+    """The toy problem's tensors as dict examples."""
+
+    def __init__(self, data: torch.utils.data.TensorDataset) -> None:
+        self.x, self.y = data.tensors
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[i], "y": self.y[i]}
+
+
+class Regression(L.LightningModule):
+    def __init__(self, model: torch.nn.Module, step_sleep: float) -> None:
+        super().__init__()
+        self.model = model
+        self.step_sleep = step_sleep
+
+    def training_step(self, batch, batch_idx):
+        loss = torch.nn.functional.mse_loss(self.model(batch["x"]), batch["y"])
+        time.sleep(self.step_sleep)  # stand-in for a step's real work
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+
+
+class SamplerEpochOnLoad(L.Callback):
+    """Sets the sampler's epoch from the checkpoint while Lightning restores it, before the resumed iterator exists."""
+
+    def __init__(self, sampler) -> None:
+        self.sampler = sampler
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        self.sampler.set_epoch(int(checkpoint["epoch"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = arguments(__doc__.splitlines()[0], num_workers=2)
+    ap.add_argument("--stateful-loader", action="store_true", help="torchdata StatefulDataLoader (resumable mid-epoch)")
+    ap.add_argument("--stateful-sampler", action="store_true",
+                    help="the loader over torchdata's StatefulDistributedSampler, use_distributed_sampler=False")
+    ap.add_argument("--epoch-on-load", action="store_true",
+                    help="with --stateful-sampler: set the sampler's epoch from the checkpoint as it is loaded "
+                         "(Lightning creates the resumed iterator before it sets the epoch: Lightning#21938)")
+    args = ap.parse_args(argv)
+    L.seed_everything(args.seed, workers=True, verbose=False)
+    data, model, _ = toy_problem(args)
+    loader_cls = require("torchdata.stateful_dataloader").StatefulDataLoader if args.stateful_loader \
+        else torch.utils.data.DataLoader
+    dataset = Indexed(Examples(data))  # chaos: Indexed
+    if args.stateful_sampler:
+        sampler = require("torchdata.stateful_dataloader.sampler").StatefulDistributedSampler(
+            dataset, num_replicas=int(os.environ.get("WORLD_SIZE", 1)), rank=int(os.environ.get("RANK", 0)),
+            shuffle=True, seed=args.seed)
+        loader = loader_cls(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.num_workers)
+        callbacks = [SamplerEpochOnLoad(sampler)] if args.epoch_on_load else []
+    else:  # Lightning swaps in a DistributedSampler (use_distributed_sampler=True)
+        callbacks = []
+        loader = loader_cls(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers)
+    checkpoints = L.pytorch.callbacks.ModelCheckpoint(
+        dirpath=os.environ.get("CHAOS_CKPT_DIR", "lightning-ckpt"), every_n_train_steps=args.ckpt_every,
+        save_top_k=args.keep, monitor="step", mode="max", save_last=True)
+    trainer = L.Trainer(accelerator="cpu", devices=int(os.environ.get("LOCAL_WORLD_SIZE", 1)), strategy="ddp",
+                        max_steps=args.steps, callbacks=[ChaosCallback(), checkpoints, *callbacks],  # chaos: ChaosCallback
+                        logger=False, enable_progress_bar=False, enable_model_summary=False,
+                        deterministic=True, use_distributed_sampler=not args.stateful_sampler)
+    trainer.fit(Regression(model, args.step_sleep), loader, ckpt_path="last")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
