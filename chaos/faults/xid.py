@@ -208,6 +208,11 @@ class Xid(Fault, kind="xid"):
             raise FaultError(f"{self.label} is still repeating its previous injection; use one trigger per creep")
         device = self.device_index
         self._node = self._node_name(run)
+        # Who owns the device is read before the XID is written: a monitor acting on it at once (an
+        # exclude stops the node's launch) can take the owner out of the process tree before a look
+        # after the write (seen: health_action then found "no rank owned device 0").
+        owner = self._owner(run, device) if self._node else None
+        rank = (owner.rank if owner else None) if self._node else device_owner(run, device)
         # Nothing to register for revert: a logged XID stays logged (like a real one); the repeats
         # stop on revert, and die with the harness if it is killed.
         line = self._write(run, 1)
@@ -217,8 +222,6 @@ class Xid(Fault, kind="xid"):
                                               name=f"xid-repeat-{self.index}")
             self._repeater.start()
         row = classify(c.code)
-        owner = self._owner(run, device) if self._node else None
-        rank = (owner.rank if owner else None) if self._node else device_owner(run, device)
         return {"code": c.code, "device": device, "bus_id": self.bus_id, "sink": c.sink, "line": line,
                 "node": self._node, "rank": rank, "category": row.category, "action": row.action.value,
                 "repeat": c.repeat.model_dump() if c.repeat else None}
