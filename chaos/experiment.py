@@ -38,6 +38,11 @@ class WorkloadConfig(BaseModel):
     """torchrun --max-restarts: how many times the agent restarts the workers after a failure."""
     args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     """Script arguments, passed as --key value (underscores become dashes); true flags pass as --key."""
+    resume_args: list[str] = Field(default_factory=list)
+    """Keys of ``args`` that change only how a resume happens (which checkpoint it picks, how the loader is
+    restored), never a run without faults: the fault-free golden run leaves them out, so experiments that
+    differ only in them share one golden run. One that does change fault-free training can only make
+    matches_golden fail, never pass."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the workload."""
     ckpt_dir: str | None = None
@@ -53,6 +58,17 @@ class WorkloadConfig(BaseModel):
     """Let torchrun hand its one rendezvous store to every restart attempt (torchrun's default). A script that does not prefix its keys per attempt then hits the gloo restart trap (docs/torchrun-restart-trap.md), so by default the harness sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: every attempt gets a fresh store. Multi-node targets always do (each node counts restarts on its own)."""
     step_regex: str | None = None
     """For workloads that do not speak the event protocol: a regex with a group 'step' matched on their output."""
+
+    @model_validator(mode="after")
+    def _resume_args_are_args(self) -> "WorkloadConfig":
+        unknown = [k for k in self.resume_args if k not in self.args]
+        if unknown:
+            raise ValueError(f"resume_args names {', '.join(unknown)}, not in args ({', '.join(self.args) or 'none'})")
+        return self
+
+    def golden_args(self) -> dict[str, Any]:
+        """The args of the fault-free reference run: all but ``resume_args``."""
+        return {k: v for k, v in self.args.items() if k not in self.resume_args}
 
     @model_validator(mode="after")
     def _one_of_script_command(self) -> "WorkloadConfig":
@@ -143,7 +159,8 @@ class Experiment:
             for helper in sorted(script.parent.rglob("*.py")):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
-        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd"})
+        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd", "resume_args"})
+        payload["args"] = self.workload.golden_args()
         payload["target"] = self.target.model_dump()
         payload["seed"] = self.seed
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())

@@ -107,7 +107,8 @@ class Golden:
         exp.name = f"{self.experiment.name}-golden"
         exp.faults = []
         exp.checks = []
-        exp.workload = self.experiment.workload.model_copy(update={"ckpt_dir": None})
+        exp.workload = self.experiment.workload.model_copy(
+            update={"ckpt_dir": None, "args": self.experiment.workload.golden_args(), "resume_args": []})
         report = Runner(exp, runs_root=self.runs_root).run()
         o = report.outcome
         if o.exit_code != 0 or not o.history.finals():

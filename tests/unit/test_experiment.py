@@ -134,3 +134,14 @@ def test_every_registered_fault_and_check_has_an_example_experiment() -> None:
         used_checks |= {c.kind for c in exp.checks}
     assert set(FAULTS.kinds()) <= used_faults, f"faults without an example: {set(FAULTS.kinds()) - used_faults}"
     assert set(CHECKS.kinds()) <= used_checks, f"checks without an example: {set(CHECKS.kinds()) - used_checks}"
+
+
+def test_resume_args_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
+    base = "name: e\nworkload: {script: workloads/ddp.py, args: {steps: 4, fix: true}%s}\ntarget: local\nchecks: [{completes: {}}]\n"
+    plain = load_experiment(tmp_path / "a.yaml", base.replace("fix: true", "") % "")
+    shared = load_experiment(tmp_path / "b.yaml", base % ", resume_args: [fix]")
+    other = load_experiment(tmp_path / "c.yaml", base % "")
+    assert shared.workload.golden_args() == {"steps": 4}
+    assert shared.workload_hash() == plain.workload_hash() != other.workload_hash()
+    with pytest.raises(Exception, match="resume_args names nope, not in args"):
+        load_experiment(tmp_path / "d.yaml", base % ", resume_args: [nope]")
