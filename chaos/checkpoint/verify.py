@@ -21,8 +21,12 @@ re-derive from the bytes on disk:
   it (optimizer, scheduler, RNG states) is judged as above. The Trainer writes
   ``trainer_state.json`` after everything else, so a directory without it is a save that never
   finished;
-* a checkpoint root: the ``latest`` pointer and every ``step_*`` / ``checkpoint-N`` entry, each
-  judged as above.
+* an Accelerate ``save_state`` directory (``random_states_0.pkl``, or ``optimizer.bin`` beside the
+  weights): the weights as above, every torch.save file (optimizer, scheduler, sampler, the
+  StatefulDataLoader's ``dl_state_dict.bin``) by its CRC-32s and a load; process 0's RNG state is
+  written after all of those, so a directory without it is a save that never finished;
+* a checkpoint root: the ``latest`` pointer and every ``step_*`` / ``checkpoint-N`` /
+  ``checkpoint_N`` entry, each judged as above.
 
 A torch.save file that holds Python objects beyond tensors (an RNG state, a Lightning
 checkpoint's hyper-parameters) is not unpickled with ``weights_only=False``, since that would run
@@ -49,6 +53,9 @@ DCP_SHARD_SUFFIX = ".distcp"
 STEP_ENTRY = re.compile(r"^(?:step|checkpoint)[_-]?(\d+)(\.[A-Za-z0-9]+)?$")
 """A checkpoint's entry in its root: ``step_N`` (this harness's workloads), ``checkpoint-N`` (HF Trainer)."""
 HF_TRAINER_STATE = "trainer_state.json"
+ACCELERATE_DONE = "random_states_0.pkl"
+"""Accelerate's ``save_state`` writes each process's RNG state after the model, optimizer, scheduler and
+loader states: process 0's is the nearest thing to a completion record its directories have."""
 HF_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
               "adapter_model.safetensors", "adapter_model.bin")
 TORCH_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
@@ -64,7 +71,7 @@ class Report:
 
     path: str
     kind: str
-    """manifest | dcp | torch-save | torch-save-dir | hf-trainer | root"""
+    """manifest | dcp | torch-save | torch-save-dir | hf-trainer | accelerate | root"""
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     """Facts that are not problems (what was not checked and why, in-progress saves skipped)."""
@@ -123,6 +130,8 @@ def verify(path: str | os.PathLike[str], *, load: bool | None = None) -> Report:
         report = verify_torch_dir(path, load=True if load is None else load)
     elif kind == "hf-trainer":
         report = verify_hf_dir(path, load=True if load is None else load)
+    elif kind == "accelerate":
+        report = verify_accelerate_dir(path, load=True if load is None else load)
     else:
         report = verify_root(path, load=load)
     report.seconds = round(time.perf_counter() - started, 6)
@@ -147,6 +156,9 @@ def detect_kind(path: Path) -> str:
         return "dcp"
     if HF_TRAINER_STATE in names or (path.name.startswith("checkpoint-") and names & set(HF_WEIGHTS)):
         return "hf-trainer"
+    if any(n.startswith("random_states_") for n in names) or (
+            "optimizer.bin" in names and any(_is_accelerate_weights(n) for n in names)):
+        return "accelerate"
     if LATEST_NAME in names or any(STEP_ENTRY.match(n) for n in names):
         return "root"
     if any(n.endswith(TORCH_SUFFIXES) for n in names):
@@ -159,7 +171,12 @@ def claims_committed(path: Path) -> bool:
     """Does this entry present itself as a finished checkpoint (a commit record, or a single file)?"""
     if path.is_file():
         return True
-    return any((path / name).exists() for name in (MANIFEST_NAME, DCP_METADATA, HF_TRAINER_STATE))
+    if any((path / name).exists() for name in (MANIFEST_NAME, DCP_METADATA, HF_TRAINER_STATE)):
+        return True
+    try:
+        return detect_kind(path) == "accelerate" and (path / ACCELERATE_DONE).exists()
+    except UnusableInput:
+        return False
 
 
 def step_of(path: Path) -> int | None:
@@ -403,6 +420,41 @@ def verify_hf_dir(path: Path, *, load: bool = True) -> Report:
     return report
 
 
+def _is_accelerate_weights(name: str) -> bool:
+    return re.fullmatch(r"(model|pytorch_model)(_\d+)?\.(safetensors|bin)", name) is not None
+
+
+def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
+    """An Accelerate ``save_state`` directory (see ACCELERATE_DONE for what marks it finished)."""
+    report = Report(str(path), "accelerate", step=step_of(path))
+    names = sorted(p.name for p in path.iterdir() if p.is_file())
+    if ACCELERATE_DONE not in names:
+        report.problems.append(f"{ACCELERATE_DONE} missing: Accelerate writes it after the model, optimizer, "
+                               "scheduler and loader states, so this save never finished on process 0 (load_state "
+                               "would restore what is there and skip the RNG state with only a log line)")
+    if not any(_is_accelerate_weights(n) for n in names):
+        report.problems.append("no model weights (model.safetensors or pytorch_model.bin)")
+    for name in names:
+        child = path / name
+        report.files += 1
+        report.bytes += _size(child)
+        if name.endswith(".safetensors"):
+            report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
+        elif name.endswith(TORCH_SUFFIXES):  # optimizer.bin, scheduler.bin, sampler.bin, dl_state_dict.bin
+            report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
+        elif name.endswith(".pkl"):  # RNG and custom states: torch.save archives, or plain pickles
+            if _size(child) > 0 and _is_zip(child):
+                report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
+            elif _size(child) <= 0:
+                report.problems.append(f"{name}: empty file")
+            else:
+                report.notes.append(f"{name}: a plain pickle: no checksum to check, not unpickled (that would run "
+                                    "code the file names)")
+    report.notes.append("save_state writes no checksums and no completion record: safetensors extents, zip "
+                        f"CRC-32s and the presence of {ACCELERATE_DONE} are what is checked")
+    return report
+
+
 def _safetensors_problems(path: Path, load: bool) -> list[str]:
     """The header parses and every tensor's bytes lie inside the file, which ends where the last one does."""
     size = _size(path)
@@ -463,8 +515,8 @@ def verify_root(path: Path, *, load: bool | None = None) -> Report:
     entries = sorted((p for p in path.iterdir() if STEP_ENTRY.match(p.name)), key=lambda p: step_of(p) or 0)
     for entry in entries:
         if not claims_committed(entry):
-            report.notes.append(f"{entry.name}: no commit record ({MANIFEST_NAME}, {DCP_METADATA} or "
-                                f"{HF_TRAINER_STATE}): an unfinished save, not judged")
+            report.notes.append(f"{entry.name}: no commit record ({MANIFEST_NAME}, {DCP_METADATA}, "
+                                f"{HF_TRAINER_STATE} or {ACCELERATE_DONE}): an unfinished save, not judged")
             continue
         try:
             child = verify(entry, load=load)
@@ -500,18 +552,23 @@ def selection_hazards(root: Path) -> list[str]:
     """Unfinished saves that a stack's own resume rule would still pick (no ``latest`` pointer to steer it).
 
     transformers' ``get_last_checkpoint`` (what ``resume_from_checkpoint=True`` and the examples use)
-    takes the highest ``checkpoint-N`` directory, finished or not."""
-    try:
-        hf = sorted((e for e in root.iterdir() if e.is_dir() and e.name.startswith("checkpoint-")
-                     and step_of(e) is not None), key=lambda e: step_of(e) or 0)
-    except OSError:
-        return []
-    if hf and not claims_committed(hf[-1]):
-        return [f"{hf[-1].name} is an unfinished save (no {HF_TRAINER_STATE}) and the newest checkpoint-N: "
-                "get_last_checkpoint and Trainer.train(resume_from_checkpoint=True) pick it, and the resume fails; "
-                "resume from the newest checkpoint-N that has one (chaos.integrations.hf.last_complete_checkpoint) "
-                "or delete it"]
-    return []
+    takes the highest ``checkpoint-N`` directory, and Accelerate's ``load_state()`` under
+    ``automatic_checkpoint_naming`` the highest ``checkpoint_N``, finished or not."""
+    out = []
+    for prefix, who, marker, fix in (
+            ("checkpoint-", "get_last_checkpoint and Trainer.train(resume_from_checkpoint=True) pick it, and the "
+             "resume fails", HF_TRAINER_STATE, "chaos.integrations.hf.last_complete_checkpoint"),
+            ("checkpoint_", "Accelerator.load_state() with automatic_checkpoint_naming picks it", ACCELERATE_DONE,
+             "pass load_state the newest finished one")):
+        try:
+            entries = sorted((e for e in root.iterdir() if e.is_dir() and e.name.startswith(prefix)
+                              and step_of(e) is not None), key=lambda e: step_of(e) or 0)
+        except OSError:
+            return []
+        if entries and not claims_committed(entries[-1]):
+            out.append(f"{entries[-1].name} is an unfinished save (no {marker}) and the newest {prefix}N: {who}; "
+                       f"resume from the newest finished one ({fix}) or delete it")
+    return out
 
 
 def resolve_latest(root: Path) -> tuple[str | None, str]:
