@@ -10,6 +10,10 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # stack itself (a gloo peer aborting at exit, heap corruption in an FSDP full-state gather), each
 # of which costs a torchrun restart that a restart bound then counts. One rerun absorbs those; a
 # real regression fails twice. Reruns are listed in the summary (the R in -rfER).
-exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-2}" --dist worksteal -p no:cacheprovider \
+# Three workers on two cores: the suite is half waiting (restart back-offs, collective timeouts,
+# fault durations, rendezvous), so a third worker fills the gaps. Measured 2026-11-24 on the 2-core
+# box, same tree: -n 2 17 min 24 s (CPU 1.4 of 2 cores busy), -n 3 12 min 50 s, -n 4 13 min 37 s;
+# no test failed or was rerun at -n 3 or -n 4. CHAOS_TEST_WORKERS overrides.
+exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-3}" --dist worksteal -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"
