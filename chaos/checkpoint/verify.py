@@ -451,7 +451,9 @@ def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
                 report.notes.append(f"{name}: a plain pickle: no checksum to check, not unpickled (that would run "
                                     "code the file names)")
     report.notes.append("save_state writes no checksums and no completion record: safetensors extents, zip "
-                        f"CRC-32s and the presence of {ACCELERATE_DONE} are what is checked")
+                        f"CRC-32s and the presence of {ACCELERATE_DONE} are what is checked; objects registered with "
+                        "register_for_checkpointing (custom_checkpoint_N.pkl) are written after it, so a save "
+                        "killed among them cannot be told from the files")
     return report
 
 
