@@ -141,10 +141,10 @@ class ExactlyOnce(Check, kind="exactly_once"):
         text = f" + {acc.partial_seen} of {acc.dataset_size} in partial epoch {acc.partial_epoch}"
         if golden and acc.partial_epoch in golden.compared:
             return text + " (none twice, in the fault-free run's order)"
-        if any(link.after > 0 for link in lineage.links):
-            # A resume may have skipped part of an unfinished epoch; only the golden order shows that.
+        if acc.partial_epoch in acc.resumed_into:
+            # A resume into the unfinished epoch may have skipped part of it; only the golden order shows that.
             return text + " (none twice; its gaps are not judged: no golden run's order covers it)"
-        return text + " (none twice)"
+        return text + " (none twice; no resume inside it, so its gaps are the part not yet trained)"
 
 
 class Accounting:

@@ -498,3 +498,16 @@ def test_a_skip_within_the_drop_last_tolerance_is_found_against_the_golden_order
     assert result.verdict == "fail", result.reason
     assert result.figures["missing"]["count"] == 4
     assert {m["epoch"] for m in result.figures["missing"]["first"]} == {1}
+
+
+def test_a_partial_epoch_no_resume_entered_is_not_called_unjudged(sim, outcome_of):
+    """The resume was in epoch 0; epoch 1 began afterwards and is simply unfinished: its gaps are untrained, not skipped."""
+    sim.start("0.0")
+    sim.train("0.0", 1, 3, _fresh(sim), ckpt_every=2)
+    sim.start("0.1", load=2, path="/ckpt/step_000002")
+    sim.train("0.1", 3, 6, sim.resume(2))
+    sim.final("0.1", 6)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "pass", result.reason
+    assert "in partial epoch 1 (none twice; no resume inside it" in result.reason
+    assert "not judged" not in result.reason
