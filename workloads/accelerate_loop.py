@@ -8,6 +8,11 @@ where the batch reaches the loop (chaos.integrations.samples), so ``exactly_once
 resume replays or skips.
 
     torchrun --standalone --nproc-per-node 2 workloads/accelerate_loop.py --steps 40 --ckpt-every 5
+
+``--native-checkpoints`` keeps Accelerate's own checkpoint directories instead (automatic naming with
+``total_limit``, the loop's position registered for checkpointing, ``load_state()`` on start), each
+save and resume reported by chaos.integrations.accelerate; ``--resume-iteration`` adds the line a
+resume needs there (the save counter set past the loaded checkpoint).
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ def parse(argv: list[str] | None):
     ap = arguments(__doc__.splitlines()[0], num_workers=0)
     ap.add_argument("--seedable-sampler", action="store_true",
                     help="DataLoaderConfiguration(use_seedable_sampler=True): each epoch's order from seed + epoch")
+    ap.add_argument("--native-checkpoints", action="store_true",
+                    help="Accelerate's own checkpoint_N directories (ProjectConfiguration automatic_checkpoint_naming, "
+                         "total_limit=--keep, the loop's state registered for checkpointing), resumed with load_state()")
+    ap.add_argument("--resume-iteration", action="store_true",
+                    help="with --native-checkpoints: after load_state, set the save iteration past the loaded checkpoint")
     return ap.parse_args(argv)
 
 
@@ -44,16 +54,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     accelerate = require("accelerate")
     config = accelerate.DataLoaderConfiguration(use_seedable_sampler=args.seedable_sampler)
-    accelerator = accelerate.Accelerator(cpu=True, dataloader_config=config)
-    accelerate.utils.set_seed(args.seed)
-    rank = accelerator.process_index
     root = ckpt_root()
+    project = accelerate.utils.ProjectConfiguration(project_dir=str(root), automatic_checkpoint_naming=True,
+                                                    total_limit=args.keep) if args.native_checkpoints else None
+    accelerator = accelerate.Accelerator(cpu=True, dataloader_config=config, project_config=project)
+    accelerate.utils.set_seed(args.seed)
     data, model, opt = toy_problem(args)
     loader = DataLoader(samples.Indexed(data), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.num_workers, collate_fn=samples.collate())
     model, opt, loader = accelerator.prepare(model, opt, loader)
     tracker = samples.Tracker()
 
+    if args.native_checkpoints:
+        return native(args, accelerator, model, opt, loader, tracker)
     step, epoch, in_epoch = 0, 0, 0
     ckpt = newest_checkpoint(root)
     if ckpt is not None:
@@ -84,6 +97,55 @@ def main(argv: list[str] | None = None) -> int:
             epoch, in_epoch = epoch + 1, 0
     unwrapped = accelerator.unwrap_model(model)
     sdk.final(step, digest=sdk.digest_state(unwrapped.state_dict(), opt.state_dict()))
+    accelerator.end_training()
+    return 0
+
+
+class LoopState:
+    """The loop's own position, saved by Accelerate with everything else (register_for_checkpointing)."""
+
+    def __init__(self) -> None:
+        self.step, self.epoch, self.in_epoch = 0, 0, 0
+
+    def state_dict(self) -> dict:
+        return {"step": self.step, "epoch": self.epoch, "in_epoch": self.in_epoch}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step, self.epoch, self.in_epoch = state["step"], state["epoch"], state["in_epoch"]
+
+
+def native(args, accelerator, model, opt, loader, tracker) -> int:
+    """The loop with Accelerate's own checkpoint directories, as its docs show them: automatic_checkpoint_naming
+    with total_limit, the loop's position registered for checkpointing, load_state() picking the newest."""
+    from chaos.integrations import accelerate as chaos_accelerate
+
+    loop = LoopState()
+    accelerator.register_for_checkpointing(loop)
+    path = chaos_accelerate.load_state(accelerator) if chaos_accelerate.has_checkpoint(accelerator) else None
+    if path is not None and args.resume_iteration:
+        # load_state does not restore the save counter: without this, the next save is checkpoint_0 again.
+        accelerator.project_configuration.iteration = int(Path(path).name.rsplit("_", 1)[1]) + 1
+    sdk.start(dataset_size=args.dataset_size, device="cpu", world_size=accelerator.num_processes)
+    sdk.ckpt_load(loop.step, path)
+    while loop.step < args.steps:
+        loader.set_epoch(loop.epoch)
+        batches = accelerator.skip_first_batches(loader, loop.in_epoch) if loop.in_epoch else loader
+        for x, y in tracker.track(batches):
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            accelerator.backward(loss)
+            opt.step()
+            loop.step += 1
+            loop.in_epoch += 1
+            time.sleep(args.step_sleep)
+            sdk.step(loop.step, epoch=loop.epoch, samples=tracker.take(), loss=float(loss))
+            if loop.step % args.ckpt_every == 0 or loop.step == args.steps:
+                chaos_accelerate.save_state(accelerator, step=loop.step)
+            if loop.step >= args.steps:
+                break
+        else:
+            loop.epoch, loop.in_epoch = loop.epoch + 1, 0
+    sdk.final(loop.step, digest=sdk.digest_state(accelerator.unwrap_model(model).state_dict(), opt.state_dict()))
     accelerator.end_training()
     return 0
 

@@ -450,6 +450,8 @@ def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
             else:
                 report.notes.append(f"{name}: a plain pickle: no checksum to check, not unpickled (that would run "
                                     "code the file names)")
+    if path.name.startswith("checkpoint_"):
+        report.notes.append(f"{path.name}: Accelerate's automatic naming counts saves, not training steps")
     report.notes.append("save_state writes no checksums and no completion record: safetensors extents, zip "
                         f"CRC-32s and the presence of {ACCELERATE_DONE} are what is checked; objects registered with "
                         "register_for_checkpointing (custom_checkpoint_N.pkl) are written after it, so a save "
