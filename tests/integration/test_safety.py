@@ -281,12 +281,18 @@ def test_second_interrupt_skips_reverts_and_says_what_is_left(harness_for) -> No
 def test_dry_run_executes_nothing(tmp_path: Path) -> None:
     """Every experiment in experiments/: the plan names commands, and no process, mount or ledger action appears."""
     env = {**os.environ, "CHAOS_STATE_DIR": str(tmp_path / "state")}
-    mounts_before = Path("/proc/self/mounts").read_text()
+
+    def mounts_here() -> list[str]:
+        # Only mounts this dry run could have made: other tests in parallel workers mount and unmount
+        # their own storage faults (seen as a rerun of this test under -n 3).
+        return [line for line in Path("/proc/self/mounts").read_text().splitlines() if str(tmp_path) in line]
+
+    mounts_before = mounts_here()
     res = subprocess.run([sys.executable, "-m", "chaos", "run", "--dry-run", str(EXPERIMENTS),
                           "--runs-dir", str(tmp_path / "runs")], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "torch.distributed.run" in res.stdout or "torchrun" in res.stdout, res.stdout
     assert not (tmp_path / "runs").exists(), "a dry run wrote a run directory"
-    assert Path("/proc/self/mounts").read_text() == mounts_before
+    assert mounts_here() == mounts_before
     assert not (tmp_path / "state" / "active").exists() or not list((tmp_path / "state" / "active").iterdir())
