@@ -401,8 +401,15 @@ def verify_hf_dir(path: Path, *, load: bool = True) -> Report:
                 report.problems.append(f"{HF_TRAINER_STATE} says global_step {step}, the name says {report.step}")
             report.step = step
     weights = [n for n in names if n in HF_WEIGHTS]
-    if not weights:
+    # Under FSDP the Trainer saves the model and optimizer as DCP directories (pytorch_model_fsdp_0/, optimizer_0/).
+    dcp_dirs = [n for n in names if (path / n / DCP_METADATA).is_file()]
+    if not weights and not any(n.startswith("pytorch_model_fsdp") for n in dcp_dirs):
         report.problems.append(f"no model weights ({', '.join(HF_WEIGHTS[:3])}, ...)")
+    for name in dcp_dirs:
+        child = verify_dcp_dir(path / name, load=load)
+        report.files += child.files
+        report.bytes += child.bytes
+        report.problems += [f"{name}: {p}" for p in child.problems]
     for name in names:
         child = path / name
         if not child.is_file():

@@ -86,3 +86,13 @@ def test_the_newest_unfinished_save_is_a_hazard_because_get_last_checkpoint_pick
     # Finished (or an unfinished one that is not the newest): no hazard.
     (root / "checkpoint-10" / "trainer_state.json").write_text(json.dumps({"global_step": 10}))
     assert selection_hazards(root) == [] and verify(root).ok
+
+
+def test_an_fsdp_checkpoint_keeps_model_and_optimizer_as_dcp_directories(tmp_path: Path, make) -> None:
+    ckpt = make_hf_checkpoint(tmp_path / "checkpoint-10", 10)
+    (ckpt / "model.safetensors").unlink()
+    make.dcp_dir(ckpt / "pytorch_model_fsdp_0")
+    assert verify(ckpt).ok, verify(ckpt).all_problems()
+    shard = next((ckpt / "pytorch_model_fsdp_0").glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:10])
+    assert "pytorch_model_fsdp_0: " in verify(ckpt).summary() and "truncated" in verify(ckpt).summary()
