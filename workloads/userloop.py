@@ -20,6 +20,7 @@ from torch.utils.data import TensorDataset
 
 from chaos import sdk
 from chaos.checkpoint.manifest import build_manifest, fsync_path, verify_manifest, write_manifest
+from chaos.integrations import saved_bytes
 
 STEP_DIR = "step_{:06d}"
 
@@ -79,8 +80,7 @@ def seal(root: Path, step: int, fmt: str, keep: int, t0: float) -> None:
     write_manifest(tmp, build_manifest(tmp, step, format=fmt))
     os.replace(tmp, final)
     fsync_path(root)
-    size = sum(f.stat().st_size for f in final.rglob("*") if f.is_file())
-    sdk.ckpt_commit(step, str(final), bytes=size, seconds=time.time() - t0)
+    sdk.ckpt_commit(step, str(final), bytes=saved_bytes(final), seconds=time.time() - t0)
     for old in sorted(root.glob("step_*"))[:-keep]:
         # Prune by rename first: a reader never sees a half-deleted checkpoint under its name.
         gone = root / f".pruned-{old.name}"

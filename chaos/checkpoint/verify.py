@@ -411,20 +411,32 @@ def verify_hf_dir(path: Path, *, load: bool = True) -> Report:
         report.bytes += child.bytes
         report.problems += [f"{name}: {p}" for p in child.problems]
     for name in names:
-        child = path / name
-        if not child.is_file():
-            continue
-        report.files += 1
-        report.bytes += _size(child)
-        if name.endswith(".safetensors"):
-            report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
-        elif name.endswith(TORCH_SUFFIXES):
-            report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
-        elif name.endswith(".index.json"):
-            report.problems += [f"{name}: {p}" for p in _shard_index_problems(child)]
+        if (path / name).is_file():
+            _judge_stack_file(path / name, report, load)
     report.notes.append("the Trainer writes no checksums: safetensors headers and extents, zip CRC-32s of the "
                         "torch.save files and the trainer state are what is checked")
     return report
+
+
+def _judge_stack_file(child: Path, report: Report, load: bool) -> None:
+    """One file of a stack's checkpoint directory (HF Trainer, Accelerate), counted and judged by its kind."""
+    name = child.name
+    report.files += 1
+    report.bytes += _size(child)
+    if name.endswith(".safetensors"):
+        report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
+    elif name.endswith(TORCH_SUFFIXES):
+        report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
+    elif name.endswith(".index.json"):
+        report.problems += [f"{name}: {p}" for p in _shard_index_problems(child)]
+    elif name.endswith(".pkl"):  # RNG and custom states: torch.save archives, or plain pickles
+        if _size(child) > 0 and _is_zip(child):
+            report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
+        elif _size(child) <= 0:
+            report.problems.append(f"{name}: empty file")
+        else:
+            report.notes.append(f"{name}: a plain pickle: no checksum to check, not unpickled (that would run "
+                                "code the file names)")
 
 
 def _is_accelerate_weights(name: str) -> bool:
@@ -441,22 +453,8 @@ def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
                                "would restore what is there and skip the RNG state with only a log line)")
     if not any(_is_accelerate_weights(n) for n in names):
         report.problems.append("no model weights (model.safetensors or pytorch_model.bin)")
-    for name in names:
-        child = path / name
-        report.files += 1
-        report.bytes += _size(child)
-        if name.endswith(".safetensors"):
-            report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
-        elif name.endswith(TORCH_SUFFIXES):  # optimizer.bin, scheduler.bin, sampler.bin, dl_state_dict.bin
-            report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
-        elif name.endswith(".pkl"):  # RNG and custom states: torch.save archives, or plain pickles
-            if _size(child) > 0 and _is_zip(child):
-                report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
-            elif _size(child) <= 0:
-                report.problems.append(f"{name}: empty file")
-            else:
-                report.notes.append(f"{name}: a plain pickle: no checksum to check, not unpickled (that would run "
-                                    "code the file names)")
+    for name in names:  # optimizer.bin, scheduler.bin, sampler.bin, dl_state_dict.bin, RNG and custom .pkl
+        _judge_stack_file(path / name, report, load)
     if path.name.startswith("checkpoint_"):
         report.notes.append(f"{path.name}: Accelerate's automatic naming counts saves, not training steps")
     report.notes.append("save_state writes no checksums and no completion record: safetensors extents, zip "

@@ -7,7 +7,9 @@ extra to install when it is missing). ``chaos.integrations.samples`` needs nothi
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from chaos.errors import CapabilityError
 
@@ -24,3 +26,20 @@ def require(module: str) -> ModuleType:
         how = f'pip install "torch-chaos[{extra}]" (or pip install -e ".[{extra}]" in a checkout)' if extra \
             else f"pip install {module.split('.')[0]}"
         raise CapabilityError(f"{module} is not installed ({exc}): {how}") from None
+
+
+def dataset_size(loader: Any) -> int | None:
+    """How many examples the loader's dataset holds, or None (an iterable dataset has no length)."""
+    dataset = getattr(loader, "dataset", None)
+    try:
+        return len(dataset) if dataset is not None else None
+    except TypeError:
+        return None
+
+
+def saved_bytes(path: str | Path) -> int:
+    """The size of a saved checkpoint: a file's, or every file's under a directory (0 when it is gone)."""
+    path = Path(path)
+    if path.is_file():
+        return path.stat().st_size
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import sdk
-from chaos.integrations import require
+from chaos.integrations import require, saved_bytes
 
 _accelerate = require("accelerate")
 
@@ -60,9 +60,7 @@ def save_state(accelerator: Any, output_dir: str | None = None, *, step: int, **
     location = accelerator.save_state(output_dir, **kwargs)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        where = Path(location)
-        size = sum(f.stat().st_size for f in where.rglob("*") if f.is_file()) if where.is_dir() else 0
-        sdk.ckpt_commit(step, str(where), bytes=size, seconds=time.time() - t0)
+        sdk.ckpt_commit(step, str(location), bytes=saved_bytes(location), seconds=time.time() - t0)
     return str(location)
 
 

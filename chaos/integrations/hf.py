@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos import sdk
-from chaos.integrations import require
+from chaos.integrations import dataset_size, require, saved_bytes
 from chaos.integrations.samples import INDEX_KEY
 from chaos.integrations.samples import IndexedDict as Indexed
 
@@ -58,14 +58,13 @@ class ChaosCallback(_transformers.TrainerCallback):
         self._hooks: list[Any] = []
         self._epoch = 0
         self._save_t0: float | None = None
-        self._indexed = False
 
     # ------------------------------------------------------------------ the Trainer's events
 
     def on_train_begin(self, args, state, control, model=None, train_dataloader=None, **kwargs):
         self._attach(model)
         _let_index_through(train_dataloader)
-        sdk.start(dataset_size=_dataset_size(train_dataloader), device=str(args.device),
+        sdk.start(dataset_size=dataset_size(train_dataloader), device=str(args.device),
                   world_size=args.world_size, stack=f"transformers {_transformers.__version__}")
         step = int(state.global_step)
         path = Path(args.output_dir) / CHECKPOINT_DIR.format(step) if step else None
@@ -89,9 +88,8 @@ class ChaosCallback(_transformers.TrainerCallback):
         if not state.is_world_process_zero:
             return
         path = _checkpoint_path(args, state)
-        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else 0
         t0 = self._save_t0 if self._save_t0 is not None else time.time()
-        sdk.ckpt_commit(int(state.global_step), str(path), bytes=size, seconds=time.time() - t0)
+        sdk.ckpt_commit(int(state.global_step), str(path), bytes=saved_bytes(path), seconds=time.time() - t0)
         self._save_t0 = None
 
     def on_train_end(self, args, state, control, model=None, optimizer=None, **kwargs):
@@ -117,7 +115,6 @@ class ChaosCallback(_transformers.TrainerCallback):
         kwargs = dict(kwargs)
         indices = kwargs.pop(INDEX_KEY)
         if module.training:  # an evaluation batch is not training data
-            self._indexed = True
             self._pending.extend(int(i) for i in indices.reshape(-1).tolist())
         return args, kwargs
 
@@ -156,14 +153,6 @@ def last_complete_checkpoint(output_dir: str | os.PathLike[str]) -> str | None:
 
 def _checkpoint_path(args: Any, state: Any) -> Path:
     return Path(args.output_dir) / CHECKPOINT_DIR.format(int(state.global_step))
-
-
-def _dataset_size(loader: Any) -> int | None:
-    dataset = getattr(loader, "dataset", None)
-    try:
-        return len(dataset) if dataset is not None else None
-    except TypeError:  # an iterable dataset has no length
-        return None
 
 
 def _let_index_through(loader: Any) -> None:

@@ -25,12 +25,11 @@ What it reports, and from where:
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Any
 
 from chaos import sdk
-from chaos.integrations import require
+from chaos.integrations import dataset_size, require, saved_bytes
 from chaos.integrations.samples import INDEX_KEY
 from chaos.integrations.samples import IndexedDict as Indexed
 
@@ -54,7 +53,7 @@ class ChaosCallback(_lightning.pytorch.Callback):
 
     def on_train_start(self, trainer, pl_module) -> None:
         loader = trainer.train_dataloader
-        sdk.start(dataset_size=_dataset_size(loader), device=str(pl_module.device), world_size=trainer.world_size,
+        sdk.start(dataset_size=dataset_size(loader), device=str(pl_module.device), world_size=trainer.world_size,
                   stack=f"lightning {_lightning.__version__}")
         self._last_step = int(trainer.global_step)
         path = trainer.ckpt_path
@@ -103,16 +102,7 @@ class ChaosCallback(_lightning.pytorch.Callback):
             except BaseException as exc:
                 sdk.ckpt_error(step, str(path), f"{type(exc).__name__}: {exc}")
                 raise
-            size = os.path.getsize(path) if os.path.exists(path) else 0
-            sdk.ckpt_commit(step, str(path), bytes=size, seconds=time.time() - t0)
+            sdk.ckpt_commit(step, str(path), bytes=saved_bytes(path), seconds=time.time() - t0)
 
         io.save_checkpoint = save_checkpoint
         self._wrapped = (io, original)
-
-
-def _dataset_size(loader: Any) -> int | None:
-    dataset = getattr(loader, "dataset", None)
-    try:
-        return len(dataset) if dataset is not None else None
-    except TypeError:
-        return None

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from chaos import sdk
 
 accelerate = pytest.importorskip("accelerate", reason="pip install -e '.[accelerate]' (or '.[dev]')")
 helper = pytest.importorskip("chaos.integrations.accelerate")
 
 
-def records(events: Path, ev: str) -> list[dict]:
-    return [r for f in sorted(events.glob("*.jsonl")) for line in f.read_text().splitlines()
-            if (r := json.loads(line))["ev"] == ev]
-
 
 def test_saves_under_automatic_naming_are_reported_and_load_state_returns_what_accelerate_picked(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(tmp_path / "events"), host="h"))
+        tmp_path: Path, events: Path, records) -> None:
     project = accelerate.utils.ProjectConfiguration(project_dir=str(tmp_path / "proj"),
                                                     automatic_checkpoint_naming=True, total_limit=2)
     acc = accelerate.Accelerator(cpu=True, project_config=project)
@@ -30,9 +23,9 @@ def test_saves_under_automatic_naming_are_reported_and_load_state_returns_what_a
     assert not helper.has_checkpoint(acc)
     for step in (5, 10, 15):
         helper.save_state(acc, step=step)
-    names = [(r["step"], Path(r["path"]).name) for r in records(tmp_path / "events", "ckpt_commit")]
+    names = [(r["step"], Path(r["path"]).name) for r in records(events, "ckpt_commit")]
     assert names == [(5, "checkpoint_0"), (10, "checkpoint_1"), (15, "checkpoint_2")]
-    assert [Path(r["path"]).name for r in records(tmp_path / "events", "ckpt_begin")] == \
+    assert [Path(r["path"]).name for r in records(events, "ckpt_begin")] == \
         ["checkpoint_0", "checkpoint_1", "checkpoint_2"]
     assert helper.has_checkpoint(acc)
     assert Path(helper.load_state(acc)).name == "checkpoint_2"  # total_limit kept checkpoint_1 and _2

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
-from chaos import sdk
 
 transformers = pytest.importorskip("transformers", reason="pip install -e '.[hf]' (or '.[dev]')")
 hf = pytest.importorskip("chaos.integrations.hf")
@@ -39,19 +37,9 @@ def train(out: Path, steps: int, resume: str | None) -> None:
     trainer.train(resume_from_checkpoint=resume)
 
 
-def records(events: Path, ev: str) -> list[dict]:
-    return [r for f in sorted(events.glob("*.jsonl")) for line in f.read_text().splitlines()
-            if (r := json.loads(line))["ev"] == ev]
 
 
-@pytest.fixture
-def events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(tmp_path / "events"), host="h"))
-    return tmp_path / "events"
-
-
-def test_a_run_and_its_resume_report_what_the_trainer_did(tmp_path: Path, events: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_and_its_resume_report_what_the_trainer_did(tmp_path: Path, events: Path, redirect, records) -> None:
     out = tmp_path / "out"
     train(out, 6, None)
     (start,) = records(events, "start")
@@ -72,8 +60,7 @@ def test_a_run_and_its_resume_report_what_the_trainer_did(tmp_path: Path, events
 
     # Resume from checkpoint-3 in a fresh writer: the same samples for steps 4..6, the same final state.
     shutil.rmtree(out / "checkpoint-6")
-    resumed = tmp_path / "events2"
-    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(resumed), host="h"))
+    resumed = redirect(tmp_path / "events2")
     train(out, 6, str(out / "checkpoint-3"))
     assert [(r["step"], Path(r["path"]).name) for r in records(resumed, "ckpt_load")] == [(3, "checkpoint-3")]
     assert [(s["step"], s["samples"]) for s in records(resumed, "step")] == [(s["step"], s["samples"])
@@ -81,7 +68,8 @@ def test_a_run_and_its_resume_report_what_the_trainer_did(tmp_path: Path, events
     assert records(resumed, "final")[0]["digest"] == final["digest"]
 
 
-def test_last_complete_checkpoint_passes_over_an_unfinished_save_and_says_so(tmp_path: Path, events: Path) -> None:
+def test_last_complete_checkpoint_passes_over_an_unfinished_save_and_says_so(tmp_path: Path, events: Path,
+                                                                            records) -> None:
     out = tmp_path / "out"
     train(out, 6, None)
     (out / "checkpoint-6" / "trainer_state.json").unlink()  # the kill landed before the Trainer's last write
@@ -92,14 +80,13 @@ def test_last_complete_checkpoint_passes_over_an_unfinished_save_and_says_so(tmp
     assert hf.last_complete_checkpoint(tmp_path / "nothing-here") is None
 
 
-def test_finding_a_restart_after_the_last_save_trains_a_step_past_max_steps(tmp_path: Path, events: Path,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_finding_a_restart_after_the_last_save_trains_a_step_past_max_steps(tmp_path: Path, events: Path, redirect,
+                                                                           records) -> None:
     """docs/stacks.md: resumed from its final checkpoint (global_step == max_steps, mid-epoch), the Trainer skips
     into the epoch and trains one more step. If transformers fixes this, this test says so."""
     out = tmp_path / "out"
     train(out, 6, None)
-    again = tmp_path / "events2"
-    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(again), host="h"))
+    again = redirect(tmp_path / "events2")
     train(out, 6, transformers.trainer_utils.get_last_checkpoint(str(out)))
     assert [r["step"] for r in records(again, "ckpt_load")] == [6]
     assert [r["step"] for r in records(again, "step")] == [7] and (out / "checkpoint-7").is_dir()

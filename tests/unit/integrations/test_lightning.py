@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
-from chaos import sdk
 
 L = pytest.importorskip("lightning", reason="pip install -e '.[lightning]' (or '.[dev]')")
 integration = pytest.importorskip("chaos.integrations.lightning")
@@ -52,19 +50,10 @@ def fit(ckpt: Path, steps: int, resume: str | None) -> Module:
     return module
 
 
-def records(events: Path, ev: str) -> list[dict]:
-    return [r for f in sorted(events.glob("*.jsonl")) for line in f.read_text().splitlines()
-            if (r := json.loads(line))["ev"] == ev]
-
-
-@pytest.fixture
-def events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(tmp_path / "events"), host="h"))
-    return tmp_path / "events"
 
 
 def test_a_run_reports_steps_with_their_samples_saves_around_the_write_and_the_final_state(
-        tmp_path: Path, events: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, events: Path, redirect, records) -> None:
     module = fit(tmp_path / "ckpt", 6, None)
     assert "chaos_index" not in module.seen_keys  # taken off the batch before the training step saw it
     (start,) = records(events, "start")
@@ -80,8 +69,7 @@ def test_a_run_reports_steps_with_their_samples_saves_around_the_write_and_the_f
     assert all(Path(r["path"]).is_file() and r["bytes"] == Path(r["path"]).stat().st_size for r in commits)
     assert records(events, "final")[0]["step"] == 6
 
-    resumed = tmp_path / "events2"
-    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(resumed), host="h"))
+    resumed = redirect(tmp_path / "events2")
     path = commits[0]["path"]
     fit(tmp_path / "ckpt2", 6, path)
     assert [(r["step"], r["path"]) for r in records(resumed, "ckpt_load")] == [(3, path)]
