@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from chaos.checks.base import Check, CheckConfig
 from chaos.errors import ExperimentError, Problem
 from chaos.faults.base import Fault, FaultConfig
+from chaos.gameday.plan import GamedayConfig, Scheduled, draw
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
 from chaos.targets.base import TargetConfig
 from chaos.triggers.base import Trigger, all_of, any_of
@@ -141,6 +142,9 @@ class Experiment:
     source: Path
     raw: dict[str, Any] = field(default_factory=dict)
     known_failure: KnownFailure | None = None
+    gameday: GamedayConfig | None = None
+    schedule: list[Scheduled] = field(default_factory=list)
+    """A game day's drawn faults (also in ``faults``, in the same order)."""
 
     def resolve_script(self) -> Path | None:
         """The workload script, relative to the experiment file's folder or any folder above it."""
@@ -222,6 +226,8 @@ class ExperimentFile(BaseModel):
     known_failure: KnownFailure | None = None
     """The stack itself breaks a check (a finding): ``pytest experiments/`` reports it as an expected failure
     (strict: it fails the suite if the check starts passing, or another one fails). ``chaos run`` still FAILs."""
+    gameday: GamedayConfig | None = None
+    """A game day: a published failure mix, seeded and time-compressed, drawn into this run's faults."""
 
 
 # --------------------------------------------------------------------------- YAML with line numbers
@@ -375,12 +381,27 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
 
     target_kind, target_cfg = _validate_target(top.target, col)
     faults = [_validate_fault(i, f, col) for i, f in enumerate(top.faults)]
+    schedule: list[Scheduled] = []
+    if top.gameday is not None and target_kind:
+        nodes = getattr(target_cfg, "nodes", 1)
+        schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
+                        nodes=nodes if isinstance(nodes, int) else 1)
+        for s in schedule:
+            where = ("gameday", "categories", s.category, "fault") if s.overridden else ("gameday",)
+            faults.append(_validate_fault(len(faults), s.fault, col, base=where))
     checks = [_validate_check(i, c, col) for i, c in enumerate(top.checks)]
+    if top.gameday is not None:
+        # A game day always says what struck the job and what it cost, whatever else it checks.
+        listed = {c.kind for c in checks if c is not None}
+        for kind in ("fault_mix", "goodput"):
+            if kind not in listed:
+                checks.append(_validate_check(len(checks), kind, col))
     exp = Experiment(
         name=top.name, description=top.description, workload=top.workload,
         target=target_cfg, target_kind=target_kind,
         faults=[f for f in faults if f is not None], checks=[c for c in checks if c is not None],
         timeout_s=top.timeout_s, seed=top.seed, source=path, raw=data, known_failure=top.known_failure,
+        gameday=top.gameday, schedule=schedule,
     )
     if exp.workload.script is not None and exp.resolve_script() is None:
         col.add(("workload", "script"),
@@ -466,8 +487,8 @@ def _validate_target(raw: Any, col: _Collector) -> tuple[str, TargetConfig]:
         return "", TargetConfig()
 
 
-def _validate_fault(i: int, raw: Any, col: _Collector) -> FaultSpec | None:
-    base = ("faults", i)
+def _validate_fault(i: int, raw: Any, col: _Collector, base: tuple[Any, ...] | None = None) -> FaultSpec | None:
+    base = base or ("faults", i)
     if not isinstance(raw, dict):
         col.add(base, "a fault must be a mapping like {kind: kill-rank, rank: 1, trigger: {at_step: 25}}")
         return None

@@ -99,13 +99,14 @@ class RunReport:
 
 
 def judge_faults(faults: list[FaultRecord], final_step: int) -> list[CheckResult]:
-    """A fault that was requested but did not act fails the run, unless the experiment marked it optional.
+    """A fault that was requested but did not act fails the run; ``optional`` only excuses one that never came due.
 
     An experiment whose fault never happened proved nothing about recovery from it.
     """
     out = []
     for f in faults:
-        if f.injected or f.optional:
+        # optional excuses a fault whose moment never came, never one that came and failed to act.
+        if f.injected or (f.optional and f.status in ("never_fired", "pending")):
             continue
         trigger = f.details.get("trigger", "its trigger")
         if f.status == "failed" or f.error:

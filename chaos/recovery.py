@@ -70,9 +70,17 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
     return None
 
 
-def compute_recovery(history: History, fault: FaultRecord) -> dict[str, Any]:
-    """Figures for one fault injected at ``fault.t_inject``; a figure is None when it never happened."""
+def compute_recovery(history: History, fault: FaultRecord, until: float | None = None) -> dict[str, Any]:
+    """Figures for one fault injected at ``fault.t_inject``; a figure is None when it never happened.
+
+    ``until``: look no further than this time (a game day's next, independent fault: the restart it
+    causes is not this fault's). Unset for scripted experiments, whose later faults may be the very
+    thing that reveals an earlier latent one (a corrupted checkpoint found at the next restart).
+    """
     t0 = fault.t_inject or 0.0
+    if until is not None:
+        history = History([r for r in history.records if r.get("t", 0.0) <= until], history.malformed,
+                          history.relabel)
     before, seen_by = _attempt_at(history, t0)
     figures: dict[str, Any] = {k: None for k in FIGURES}
     figures.update(attempt_before=before, attempt_after=None, resumed_from_step=None, evidence={})

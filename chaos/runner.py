@@ -19,6 +19,8 @@ from chaos.errors import ChaosError, UsageError
 from chaos.events import EventTail, History, attempt_key
 from chaos.experiment import Experiment, FaultSpec
 from chaos.faults.base import Fault
+from chaos.gameday.plan import describe
+from chaos.gameday.stop import StopRules
 from chaos.health.relaunch import next_launch, relaunch
 from chaos.journal import write_journal, write_junit
 from chaos.launch import with_run_dir
@@ -62,6 +64,26 @@ class _Armed:
         return None if self.trigger.repeating else 1
 
 
+@dataclass
+class LiveState:
+    """What a live view shows at each poll (``Runner(on_poll=...)``); read it, never change it."""
+
+    now: float
+    """Seconds since launch."""
+    max_step: int
+    attempt: str | None
+    history: History
+    faults: list[FaultRecord]
+    """Injections so far, in order."""
+    upcoming: list[tuple[str, str]]
+    """(fault label, its trigger) of faults still waiting to fire."""
+
+
+def _upcoming(armed: list[_Armed]) -> list[tuple[str, str]]:
+    return [(a.fault.label, a.spec.trigger.describe()) for a in armed
+            if a.max_fires is None or a.fires + len(a.due) < a.max_fires]
+
+
 def new_run_dir(runs_root: Path, name: str) -> Path:
     """``runs/<name>-<time>``, unique even for parallel runs started in the same second."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -82,8 +104,10 @@ class Runner:
 
     def __init__(self, experiment: Experiment, *, runs_root: Path | str = "runs", dry_run: bool = False,
                  golden: Callable[[], dict[str, Any]] | None = None, echo: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 on_poll: Callable[[LiveState], None] | None = None) -> None:
         self.exp = experiment
+        self.on_poll = on_poll
         self.runs_root = Path(runs_root)
         self.dry_run = dry_run
         self.golden = golden
@@ -133,6 +157,8 @@ class Runner:
         """Every action the run would take, with exact commands, running none of them."""
         run = self._context(create=False)
         lines = [f"run directory: {run.run_dir}"]
+        if self.exp.gameday is not None:
+            lines += [f"game day: {line}" for line in describe(self.exp.gameday, self.exp.schedule, self.exp.target_kind)]
         lines += run.target.plan(run)
         for spec in self.exp.faults:
             fault = spec.build()
@@ -197,7 +223,7 @@ class Runner:
         history = History.from_run_dir(run.run_dir)
         for rec in records:
             if rec.injected:
-                rec.recovery = compute_recovery(history, rec)
+                rec.recovery = compute_recovery(history, rec, until=self._next_fault(records, rec))
         tail_output = _tail(run.run_dir / "output.log")
         outcome = RunOutcome(
             experiment=self.exp, run_dir=run.run_dir, ckpt_dir=run.ckpt_dir, history=history,
@@ -215,6 +241,13 @@ class Runner:
         write_journal(report, wall0)
         write_junit(report)
         return report
+
+    def _next_fault(self, records: list[FaultRecord], rec: FaultRecord) -> float | None:
+        """A game day's faults are independent draws: each one's recovery ends where the next one strikes."""
+        if self.exp.gameday is None or rec.t_inject is None:
+            return None
+        later = [r.t_inject for r in records if r.injected and r.t_inject is not None and r.t_inject > rec.t_inject]
+        return min(later, default=None)
 
     @staticmethod
     def _unfired(armed: list[_Armed]) -> list[FaultRecord]:
@@ -266,6 +299,7 @@ class Runner:
         world: dict[str, int] = {}
         stuck_named: set[str] = set()
         join_timeout = self.exp.workload.join_timeout_s
+        stop_rules = StopRules(self.exp.gameday.stop) if self.exp.gameday is not None else None
         while True:
             now = self.clock() - start
             new = tail.poll()
@@ -294,8 +328,18 @@ class Runner:
             if stuck_named and any(len(joined.get(a, ())) < world.get(a, 1) for a in stuck_named):
                 # A rendezvous that has not completed in join_timeout_s will not: waiting only burns time.
                 return run.target.exit_code(), False
+            stop = stop_rules(now, max_step, len(spawned)) if stop_rules is not None else None
+            if stop is not None:
+                msg = f"game day stopped: {stop}"
+                diagnostics.append(msg)
+                run.log("gameday_stop", reason=stop)
+                self.echo(msg)
+                return run.target.exit_code(), False
             state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng)
             self._fire(run, armed, records, state)
+            if self.on_poll is not None:
+                self.on_poll(LiveState(now, max_step, max(spawned, key=attempt_key) if spawned else None,
+                                       run.history, records, _upcoming(armed)))
             code = run.target.exit_code()
             if code is not None:
                 # One last read: events flushed just before the agent exited.

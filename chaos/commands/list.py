@@ -1,4 +1,4 @@
-"""``chaos list faults|checks|triggers|targets``: every kind with its fields, from the same typed configs."""
+"""``chaos list faults|checks|triggers|targets|mixes``: every kind with its fields, from the same typed configs."""
 
 from __future__ import annotations
 
@@ -8,14 +8,15 @@ from typing import Any, get_origin
 from pydantic import BaseModel
 from rich.console import Console
 
+from chaos.gameday.mix import MIXES, play
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS
 
 _REGISTRIES = {"faults": FAULTS, "checks": CHECKS, "triggers": TRIGGERS, "targets": TARGETS}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="list faults, checks, triggers or targets with their fields")
-    p.add_argument("what", choices=sorted(_REGISTRIES))
+    p = sub.add_parser("list", help="list faults, checks, triggers or targets with their fields, or game-day mixes")
+    p.add_argument("what", choices=sorted([*_REGISTRIES, "mixes"]))
     p.set_defaults(func=run)
 
 
@@ -45,8 +46,24 @@ def describe(what: str) -> list[tuple[str, str, list[tuple[str, str, str, str]]]
     return out
 
 
+def _mixes(console: Console) -> int:
+    for mix in MIXES.values():
+        console.print(f"[bold]{mix.name}[/]  {mix.total} interruptions on {mix.gpus} GPUs in {mix.span_days:g} days")
+        console.print(f"    [dim]{mix.source}[/]")
+        for category, count in sorted(mix.by_category().items(), key=lambda kv: -kv[1]):
+            causes = ", ".join(f"{c.name} {c.count}" for c in mix.causes if c.category == category)
+            console.print(f"    [cyan]{category}[/] {count}: {causes}")
+            for target in ("local", "netns", "slurm"):
+                p = play(category, target)
+                fields = " ".join(f"{k}={v}" for k, v in p.fault.items())
+                console.print(f"        [dim]{target}: {fields}: {p.why}[/]")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     console = Console(highlight=False)
+    if args.what == "mixes":
+        return _mixes(console)
     for kind, summary, fields in describe(args.what):
         console.print(f"[bold]{kind}[/]  {summary}")
         for name, typ, default, doc in fields:

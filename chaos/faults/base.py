@@ -22,7 +22,7 @@ class FaultConfig(BaseModel):
     name: str | None = None
     """A label for reports (defaults to the kind and its index)."""
     optional: bool = False
-    """The run may end without this fault having fired (a poisson draw that never came); otherwise a fault that never fired, or failed to inject, fails the run."""
+    """The run may end without this fault having come due (a poisson draw that never came). A fault that never fired fails the run otherwise; one that fired and failed to inject always does."""
 
 
 class Fault:

@@ -110,7 +110,8 @@ def make_outcome(history: History, *, args: dict[str, Any] | None = None, exit_c
                  timed_out: bool = False, faults: list[FaultRecord] | None = None,
                  golden: Callable[[], dict[str, Any]] | None = None, diagnostics: list[str] | None = None,
                  output_tail: str = "") -> RunOutcome:
-    experiment = SimpleNamespace(workload=SimpleNamespace(args=args or {}), timeout_s=60.0, name="synthetic")
+    experiment = SimpleNamespace(workload=SimpleNamespace(args=args or {}), timeout_s=60.0, name="synthetic",
+                                 gameday=None, schedule=[])
     return RunOutcome(experiment=experiment, run_dir=Path("/nonexistent"), ckpt_dir=Path("/nonexistent"),  # type: ignore[arg-type]
                       history=history, exit_code=exit_code, timed_out=timed_out, wall_s=12.0,
                       faults=faults or [], diagnostics=diagnostics or [], golden=golden, output_tail=output_tail)

@@ -59,3 +59,15 @@ def test_or_and_compose_and_plain_functions_are_triggers() -> None:
     both = all_of(AtStep(AtStepParams(at_step=5)), lambda s: s.now > 10)
     assert not both(st(now=1, step=6)) and not both(st(now=5, step=7)) and both(st(now=11, step=8))
     assert "at_step=50 | after_s=3.0" == t.describe()
+
+
+def test_in_training_waits_past_its_time_for_the_next_step() -> None:
+    from chaos.triggers.in_training import InTraining, InTrainingParams
+
+    t = InTraining(InTrainingParams(after_s=10))
+    step = [{"ev": "step", "step": 3}]
+    assert not t(st(now=5, events=step))  # training, but not yet due
+    assert not t(st(now=11))  # due, but the job is restarting: nothing trained since the last poll
+    assert not t(st(now=12, events=[{"ev": "start"}]))
+    assert t(st(now=13, events=step))
+    assert not t(st(now=14, events=step))  # once

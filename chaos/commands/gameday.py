@@ -1,0 +1,143 @@
+"""``chaos gameday PLAN``: play a seeded failure mix over one long run, watched live; Ctrl-C stops and reverts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+
+from chaos.errors import ExperimentError, UsageError
+from chaos.experiment import Experiment, load_experiment
+from chaos.gameday.plan import describe
+from chaos.golden import Golden
+from chaos.goodput import CAUSES, Goodput, compute_goodput
+from chaos.report import print_report
+from chaos.runner import LiveState, Runner
+
+REFRESH_S = 0.5
+"""How often the live view recomputes (the goodput split reads the whole history)."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("gameday", help="play a seeded failure mix over one long run, watched live (Ctrl-C stops "
+                                       "and reverts)")
+    p.add_argument("plan", metavar="PLAN", help="an experiment file with a gameday: section")
+    p.add_argument("--runs-dir", default="runs", help="where the run directory is created (default: ./runs)")
+    p.add_argument("--dry-run", action="store_true", help="print the drawn schedule and every action; run nothing")
+    p.add_argument("--no-live", action="store_true",
+                   help="print a status line every 10 s instead of the live view (the default when not a terminal)")
+    p.set_defaults(func=gameday)
+
+
+def load_plan(path: str) -> Experiment:
+    try:
+        exp = load_experiment(path)
+    except ExperimentError as exc:
+        for problem in exc.problems:
+            print(str(problem), file=sys.stderr)
+        raise SystemExit(2) from None
+    if exp.gameday is None:
+        raise UsageError(f"{path} has no 'gameday:' section, so there is no failure mix to play; add one (see "
+                         f"experiments/gameday-smoke-ddp.yaml) or run it with 'chaos run'")
+    return exp
+
+
+def gameday(args: argparse.Namespace) -> int:
+    console = Console(highlight=False)
+    exp = load_plan(args.plan)
+    runs_root = Path(args.runs_dir)
+    if args.dry_run:
+        console.print(f"[bold]{exp.name}[/] (dry run: nothing is executed)")
+        for line in Runner(exp, runs_root=runs_root, dry_run=True).plan():
+            console.print(f"  {escape(line)}")
+        return 0
+    assert exp.gameday is not None
+    for line in describe(exp.gameday, exp.schedule, exp.target_kind):
+        console.print(f"[dim]{escape(line)}[/]")
+    view = LiveView(exp)
+    live = console.is_terminal and not args.no_live
+    runner_kw = dict(runs_root=runs_root, golden=Golden(exp, runs_root))
+    if live:
+        with Live(view.render(None), console=console, refresh_per_second=4, transient=False) as screen:
+            report = Runner(exp, **runner_kw, echo=view.note,
+                            on_poll=lambda s: view.update(s, screen)).run()
+    else:
+        report = Runner(exp, **runner_kw, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
+                        on_poll=lambda s: view.line(s, console)).run()
+    print_report(report, console)
+    return report.exit_code
+
+
+def _split(state: LiveState) -> Goodput:
+    now = time.time()
+    return compute_goodput(state.history, state.faults, now=now, launched=now - state.now)
+
+
+class LiveView:
+    """The on-call screen: progress, attempt, faults struck and coming, goodput so far, latest notes."""
+
+    def __init__(self, exp: Experiment) -> None:
+        self.exp = exp
+        self.notes: list[str] = []
+        self._last = 0.0
+        self._line_at = 0.0
+        self._rate: list[tuple[float, int]] = []
+
+    def note(self, message: str) -> None:
+        self.notes = (self.notes + [message])[-4:]
+
+    def _due(self, state: LiveState) -> bool:
+        if state.now - self._last < REFRESH_S:
+            return False
+        self._last = state.now
+        self._rate = [(t, s) for t, s in self._rate if state.now - t <= 10] + [(state.now, state.max_step)]
+        return True
+
+    def steps_per_s(self) -> float:
+        if len(self._rate) < 2:
+            return 0.0
+        (t0, s0), (t1, s1) = self._rate[0], self._rate[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 else 0.0
+
+    def update(self, state: LiveState, screen: Live) -> None:
+        if self._due(state):
+            screen.update(self.render(state))
+
+    def line(self, state: LiveState, console: Console) -> None:
+        if self._due(state) and state.now - self._line_at >= 10:
+            self._line_at = state.now
+            split = _split(state)
+            console.print(f"  {state.now:6.0f} s  step {state.max_step}  {self.steps_per_s():.1f} steps/s  attempt "
+                          f"{state.attempt}  faults {sum(f.injected for f in state.faults)}/{len(self.exp.schedule)}"
+                          f"  goodput {(split.goodput or 0):.0%}")
+
+    def render(self, state: LiveState | None) -> Group:
+        head = Table.grid(padding=(0, 2))
+        if state is None:
+            head.add_row(f"[bold]{self.exp.name}[/]", "starting ...")
+            return Group(head)
+        split = _split(state)
+        restarts = max(0, len({str(r.get("attempt")) for r in state.history.of("start")}) - 1)
+        head.add_row(f"[bold]{self.exp.name}[/]", f"{state.now:.0f} s", f"step {state.max_step}",
+                     f"{self.steps_per_s():.1f} steps/s", f"attempt {state.attempt}", f"restarts {restarts}",
+                     f"goodput so far [bold]{(split.goodput or 0):.0%}[/]")
+        faults = Table(box=None, pad_edge=False, title=None)
+        faults.add_column("fault")
+        faults.add_column("state")
+        for f in state.faults[-4:]:
+            status = ("active" if f.t_revert is None and f.injected else
+                      "reverted" if f.injected else f"failed: {f.error}")
+            faults.add_row(escape(f.label), escape(status))
+        for label, trigger in state.upcoming[:3]:
+            faults.add_row(f"[dim]{escape(label)}[/]", f"[dim]next, {escape(trigger)}[/]")
+        badput = "  ".join(f"{c} {split.seconds[c]:.1f}s" for c in CAUSES
+                           if c != "productive" and split.seconds[c] >= 0.05)
+        parts = [head, faults, f"[dim]badput: {badput or 'none yet'}[/]"]
+        parts += [f"[dim]{escape(n)}[/]" for n in self.notes]
+        return Group(*parts)

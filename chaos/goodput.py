@@ -1,0 +1,234 @@
+"""Goodput: the run's wall time split into productive training and badput by cause, from its own history.
+
+The split is a partition of [launch, exit] into consecutive segments, so the parts add up to the wall
+time by construction; each segment's boundaries are records the run wrote (a step, a worker exit, a
+``start``, a ``ckpt_load``), and each cause says which records bound it (``HOW``). Time a step took
+is *productive* when it trained a step no attempt had reached before, *recompute* when it redid a
+step that a restore threw away; checkpoint saves are carved out of the steps they interrupted; the
+part of a step beyond ``SLOW_FACTOR`` times the run's median step is *slow*.
+
+Badput between two attempts is charged to the fault that ended the first one (the last fault
+injected before the job noticed), so each fault category gets its own bill.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from chaos.events import History, Record, attempt_key
+from chaos.outcome import FaultRecord
+
+SLOW_FACTOR = 1.5
+"""A step slower than this many times the median step pays the excess as 'slow' badput."""
+
+CAUSES = ("productive", "slow", "recompute", "ckpt_save", "startup", "detection", "restart", "ckpt_load",
+          "shutdown", "unrecovered")
+HOW = {
+    "productive": "step events of steps no attempt had reached before, at up to 1.5x the median step",
+    "slow": "the part of a step beyond 1.5x the run's median step (stragglers, contention, a first step's warm-up)",
+    "recompute": "step events of steps an earlier attempt had already reached (work a restore threw away)",
+    "ckpt_save": "ckpt_begin to the last rank's ckpt_commit (or ckpt_error), carved out of the step it interrupted",
+    "startup": "launch to every rank of the first attempt sending start",
+    "detection": "the last step before an attempt stopped to the first sign the job noticed (worker exit, health "
+                 "event, a new worker): a dead or hung job before anyone acted",
+    "restart": "that sign to every rank of the next attempt sending start (restart, rendezvous, process start)",
+    "ckpt_load": "every rank started to the last ckpt_load of that attempt",
+    "shutdown": "the last step of a finished run to the harness seeing the job exit (final save, digest, teardown)",
+    "unrecovered": "the last step of a run that did not finish to its end (timeout, stop rule, crash)",
+}
+PRODUCTIVE = ("productive",)
+
+
+@dataclass
+class Segment:
+    t0: float
+    t1: float
+    cause: str
+    attempt: str | None = None
+    fault: str | None = None
+    """The fault this badput is charged to (its label), when one caused it."""
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.t1 - self.t0)
+
+
+@dataclass
+class Goodput:
+    """The split, the segments it came from, and what each fault cost."""
+
+    wall_s: float
+    seconds: dict[str, float]
+    segments: list[Segment] = field(default_factory=list)
+    by_fault: dict[str, dict[str, float]] = field(default_factory=dict)
+    median_step_s: float | None = None
+    problems: list[str] = field(default_factory=list)
+    """What the split could not see (no launch record, no steps): a split with problems is not evidence."""
+
+    @property
+    def goodput(self) -> float | None:
+        return self.seconds.get("productive", 0.0) / self.wall_s if self.wall_s > 0 else None
+
+    @property
+    def badput_s(self) -> float:
+        return sum(v for k, v in self.seconds.items() if k not in PRODUCTIVE)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"wall_s": round(self.wall_s, 3), "goodput": None if self.goodput is None else round(self.goodput, 4),
+                "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
+                "by_fault": {f: {k: round(v, 3) for k, v in c.items()} for f, c in self.by_fault.items()},
+                "median_step_s": None if self.median_step_s is None else round(self.median_step_s, 4),
+                "how": HOW, "problems": self.problems}
+
+
+def _first(records: list[Record]) -> float | None:
+    return min((r["t"] for r in records), default=None)
+
+
+def _last(records: list[Record]) -> float | None:
+    return max((r["t"] for r in records), default=None)
+
+
+def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *,
+                    now: float | None = None, launched: float | None = None) -> Goodput:
+    """Split [launch, exit] of the run in ``history`` into the causes of ``CAUSES``.
+
+    ``now``, ``launched``: a run still going (a live view, whose history holds only the workload's
+    records) is split from ``launched`` up to ``now``, its open end as 'unrecovered'.
+    """
+    launches = history.of("launch")
+    exits = history.of("exit")
+    problems = []
+    if not (launches or launched is not None) or (not exits and now is None):
+        problems.append("the history has no launch or no exit record of the harness: the run's wall time is unknown")
+        return Goodput(0.0, {c: 0.0 for c in CAUSES}, problems=problems)
+    T0 = launches[0]["t"] if launches else launched
+    T1 = exits[-1]["t"] if exits else now
+    finished = bool(history.finals()) and bool(exits) and exits[-1].get("code") == 0
+    injected = sorted((f for f in (faults or []) if f.injected and f.t_inject is not None), key=lambda f: f.t_inject)
+    segments: list[Segment] = []
+    cursor = T0
+
+    def add(t: float | None, cause: str, attempt: str | None = None, fault: str | None = None) -> None:
+        nonlocal cursor
+        if t is None:
+            return
+        t = min(max(t, cursor), T1)
+        if t > cursor:
+            segments.append(Segment(cursor, t, cause, attempt, fault))
+            cursor = t
+
+    high_water = 0
+    attempts = sorted({str(r.get("attempt")) for r in history.of("step", "start", "worker_spawn")
+                       if r.get("attempt") is not None}, key=attempt_key)
+    steps_seen = False
+    for n, attempt in enumerate(attempts):
+        spawn = _first(history.of("worker_spawn", attempt=attempt))
+        starts = history.of("start", attempt=attempt)
+        joined = _last(starts)
+        loads = [r for r in history.of("ckpt_load", attempt=attempt) if joined is None or r["t"] >= joined]
+        loaded = _last(loads)
+        if n == 0:
+            add(joined if joined is not None else spawn, "startup", attempt)
+        else:
+            stopped_at = cursor
+            fault = next((f for f in reversed(injected) if f.t_inject <= (spawn or joined or T1)), None)
+            if fault is not None and fault.t_inject < _prev_step_t(segments, stopped_at):
+                fault = None  # injected well before the job stopped: it did not stop it
+            charged = fault.label if fault is not None else None
+            # The exit of the process the fault itself killed is the fault, not the job noticing it.
+            victims = {int(p) for p in fault.details.get("pids", [])} if fault is not None else set()
+            signs = [r["t"] for r in history.records if r.get("t", 0) > stopped_at
+                     and ((r.get("ev") == "worker_exit" and r.get("worker_pid") not in victims)
+                          or r.get("ev") in ("health", "ckpt_reject")
+                          or (r.get("ev") in ("worker_spawn", "start") and str(r.get("attempt")) == attempt))]
+            add(min(signs, default=None), "detection", attempt, charged)
+            add(joined if joined is not None else spawn, "restart", attempt, charged)
+        if any(int(r.get("step") or 0) > 0 for r in loads):
+            add(loaded, "ckpt_load", attempt, segments[-1].fault if segments and n else None)
+        steps: dict[int, float] = {}
+        for r in history.of("step", attempt=attempt):
+            if isinstance(r.get("step"), int):
+                steps[r["step"]] = min(steps.get(r["step"], r["t"]), r["t"])
+        charged_now = segments[-1].fault if n and segments else None
+        for step, t in sorted(steps.items(), key=lambda kv: kv[1]):
+            steps_seen = True
+            if step <= high_water:
+                add(t, "recompute", attempt, charged_now)
+            else:
+                add(t, "productive", attempt)
+                high_water = step
+    add(T1, "shutdown" if finished else "unrecovered", attempts[-1] if attempts else None)
+    if not steps_seen:
+        problems.append("no step events: nothing to call productive (does the workload speak the protocol, or "
+                        "set workload.step_regex?)")
+    segments = _carve_saves(segments, history)
+    median = _median_step(segments)
+    if median is not None:
+        segments = _split_slow(segments, median)
+    seconds = {c: 0.0 for c in CAUSES}
+    by_fault: dict[str, dict[str, float]] = {}
+    for s in segments:
+        seconds[s.cause] += s.seconds
+        if s.fault is not None:
+            bill = by_fault.setdefault(s.fault, {})
+            bill[s.cause] = bill.get(s.cause, 0.0) + s.seconds
+    return Goodput(T1 - T0, seconds, segments, by_fault, median, problems)
+
+
+def _prev_step_t(segments: list[Segment], stopped_at: float) -> float:
+    """Where the step that was running when the job stopped began: a fault from then on ended the attempt."""
+    steps = [s for s in segments if s.cause in ("productive", "recompute") and s.t1 <= stopped_at]
+    return steps[-1].t0 if steps else float("-inf")
+
+
+def _carve_saves(segments: list[Segment], history: History) -> list[Segment]:
+    windows: dict[tuple[str, Any], list[float]] = {}
+    for r in history.of("ckpt_begin"):
+        key = (str(r.get("attempt")), r.get("step"))
+        w = windows.setdefault(key, [r["t"], r["t"]])
+        w[0] = min(w[0], r["t"])
+    for r in history.of("ckpt_commit", "ckpt_error"):
+        key = (str(r.get("attempt")), r.get("step"))
+        if key in windows:
+            windows[key][1] = max(windows[key][1], r["t"])
+    out = segments
+    for b, e in sorted(windows.values()):
+        if e <= b:
+            continue
+        nxt: list[Segment] = []
+        for s in out:
+            if s.cause not in ("productive", "recompute", "shutdown", "slow") or e <= s.t0 or b >= s.t1:
+                nxt.append(s)
+                continue
+            lo, hi = max(b, s.t0), min(e, s.t1)
+            if lo > s.t0:
+                nxt.append(Segment(s.t0, lo, s.cause, s.attempt, s.fault))
+            nxt.append(Segment(lo, hi, "ckpt_save", s.attempt, s.fault))
+            if hi < s.t1:
+                nxt.append(Segment(hi, s.t1, s.cause, s.attempt, s.fault))
+        out = nxt
+    return out
+
+
+def _step_spans(segments: list[Segment]) -> list[float]:
+    return [s.seconds for s in segments if s.cause in ("productive", "recompute")]
+
+
+def _median_step(segments: list[Segment]) -> float | None:
+    spans = _step_spans(segments)
+    return statistics.median(spans) if len(spans) >= 5 else None
+
+
+def _split_slow(segments: list[Segment], median: float) -> list[Segment]:
+    out = []
+    for s in segments:
+        if s.cause in ("productive", "recompute") and s.seconds > SLOW_FACTOR * median:
+            cut = s.t0 + SLOW_FACTOR * median
+            out.append(Segment(s.t0, cut, s.cause, s.attempt, s.fault))
+            out.append(Segment(cut, s.t1, "slow", s.attempt, s.fault))
+        else:
+            out.append(s)
+    return out

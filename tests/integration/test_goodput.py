@@ -1,0 +1,56 @@
+"""The goodput split of a real DDP run with known injected costs adds up to the harness's own wall clock."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from chaos.experiment import load_experiment
+from chaos.goodput import compute_goodput
+from chaos.runner import Runner
+
+REPO = Path(__file__).resolve().parents[2]
+SAVE_DELAY_S = 0.4
+PG_TIMEOUT_S = 5
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(sys.platform != "linux", reason="torchrun + gloo runs are exercised on Linux")]
+
+
+def test_the_split_adds_up_to_wall_time_and_bills_each_known_cost(tmp_path: Path) -> None:
+    # Known costs: every save waits SAVE_DELAY_S before it commits; rank 1 is frozen at step 30 and its
+    # peer's collective gives up after PG_TIMEOUT_S, so the job sits undetected for about that long.
+    path = tmp_path / "goodput.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: goodput-known-costs
+        workload:
+          script: {REPO}/workloads/ddp.py
+          nproc_per_node: 2
+          max_restarts: 2
+          args: {{steps: 60, ckpt_every: 10, seed: 0, pg_timeout_s: {PG_TIMEOUT_S}, ckpt_write_delay_s: {SAVE_DELAY_S}}}
+        faults:
+          - kind: hang-rank
+            rank: 1
+            duration_s: 12
+            trigger: {{at_step: 30}}
+        checks:
+          - goodput: {{}}
+        timeout_s: 150
+        """))
+    report = Runner(load_experiment(path), runs_root=tmp_path / "runs").run()
+    [check] = report.checks
+    assert check.verdict == "pass", check
+    split = compute_goodput(report.outcome.history, report.outcome.faults)
+    # The harness timed the run with its own monotonic clock; the split is built from event times.
+    assert sum(split.seconds.values()) == pytest.approx(report.outcome.wall_s, rel=0.01)
+    commits = len({(r["attempt"], r["step"]) for r in report.outcome.history.of("ckpt_commit")})
+    assert commits >= 6
+    assert commits * SAVE_DELAY_S <= split.seconds["ckpt_save"] <= commits * (SAVE_DELAY_S + 0.6)
+    [fault] = report.outcome.faults
+    bill = split.by_fault[fault.label]
+    assert PG_TIMEOUT_S - 1 <= bill["detection"] <= PG_TIMEOUT_S + 4, bill
+    assert bill["restart"] > 0 and split.seconds["recompute"] > 0
+    assert 0 < split.goodput < 1

@@ -1,0 +1,97 @@
+"""Game-day plans: the seeded draw, the mix's rates, the mapping onto a target, and what a bad plan is told."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from chaos.errors import ExperimentError
+from chaos.experiment import load_experiment
+from chaos.gameday.mix import CATEGORIES, LLAMA3_405B, play
+from chaos.gameday.plan import GamedayConfig, describe, draw
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def plan(**kw) -> GamedayConfig:
+    return GamedayConfig.model_validate({"gpus": 16384, "span_days": 1, "window_s": 100, **kw})
+
+
+def test_the_llama3_table_adds_up_to_the_published_419() -> None:
+    assert LLAMA3_405B.total == 419
+    assert LLAMA3_405B.by_category()["gpu"] == 148 + 19 + 17 + 6 + 6
+    assert {c.category for c in LLAMA3_405B.causes} == set(CATEGORIES)
+
+
+def test_the_same_seed_draws_the_same_schedule_and_another_seed_another() -> None:
+    a, b, c = (draw(plan(), seed, "local", nproc_per_node=2) for seed in (3, 3, 4))
+    assert [(s.at_s, s.cause, s.fault) for s in a] == [(s.at_s, s.cause, s.fault) for s in b]
+    assert [s.at_s for s in a] != [s.at_s for s in c]
+
+
+def test_the_draw_follows_the_published_rate_at_the_stated_scale() -> None:
+    p = plan(gpus=4096, span_days=4)
+    expected = 419 * 4096 / 16384 * 4 / 54
+    assert p.expected_faults() == pytest.approx(expected)
+    counts = [len(draw(p, seed, "local")) for seed in range(300)]
+    assert statistics.mean(counts) == pytest.approx(expected, rel=0.1)
+    assert all(p.start_after_s <= s.at_s <= p.start_after_s + p.window_s for s in draw(p, 1, "local"))
+
+
+def test_each_fault_waits_for_training_and_may_come_due_after_the_workload_ended() -> None:
+    s = draw(plan(), 0, "local")[0]
+    assert list(s.fault["trigger"]) == ["in_training"] and s.fault["optional"] is True
+    assert s.fault["name"] == s.label and s.label.startswith(s.category)
+
+
+def test_a_category_can_be_replaced_or_left_out() -> None:
+    p = plan(categories={"gpu": {"scale": 0}, "software": {"fault": {"kind": "kill-rank", "rank": 0}}})
+    schedule = draw(p, 0, "local")
+    assert schedule and all(s.category != "gpu" for s in schedule)
+    soft = [s for s in schedule if s.category == "software"]
+    assert all(s.fault["kind"] == "kill-rank" and s.fault["rank"] == 0 and s.overridden for s in soft)
+
+
+def test_node_faults_only_where_the_target_has_nodes() -> None:
+    assert play("host", "local").fault["kind"] == "kill-rank"
+    assert play("host", "netns").fault["kind"] == "kill-node"
+    assert play("network", "local").fault["kind"] == "hang-rank"
+    assert play("network", "docker").fault["kind"] == "partition"
+    assert play("maintenance", "slurm").fault["kind"] == "preempt"
+    assert play("gpu", "slurm").fault == {"kind": "xid", "code": 79, "sink": "file", "device": 0}
+
+
+def test_the_smoke_plan_loads_and_its_dry_run_names_every_drawn_fault() -> None:
+    exp = load_experiment(REPO / "experiments" / "gameday-smoke-ddp.yaml")
+    assert exp.gameday is not None and exp.schedule
+    assert [f.config.name for f in exp.faults[-len(exp.schedule):]] == [s.label for s in exp.schedule]
+    assert {"fault_mix", "goodput"} <= {c.kind for c in exp.checks}
+    text = "\n".join(describe(exp.gameday, exp.schedule, exp.target_kind))
+    assert all(s.label in text for s in exp.schedule) and "compressed" in text
+
+
+GOOD = """name: gd
+workload: {script: workloads/ddp.py, nproc_per_node: 2}
+target: local
+gameday: {gpus: 16384, span_days: 0.5, window_s: 40%s}
+"""
+
+
+@pytest.mark.parametrize("extra, message", [
+    (", mix: llama4", "unknown mix 'llama4'"),
+    (", categories: {gpus: {scale: 2}}", "unknown category 'gpus'"),
+    (", categories: {gpu: {fault: {kind: kill-rank, rnak: 1}}}", "unknown field for fault 'kill-rank'"),
+    (", span_days: 3000", "expects"),
+    (", window_s: 0", "greater than 0"),
+])
+def test_a_broken_plan_is_refused_with_what_to_change(tmp_path: Path, extra: str, message: str) -> None:
+    f = tmp_path / "gd.yaml"
+    f.write_text(GOOD.replace("window_s: 40%s", "window_s: 40" + extra) if "window_s: 0" not in extra
+                 else GOOD.replace("window_s: 40%s", extra.lstrip(", ")))
+    (tmp_path / "workloads").mkdir()
+    (tmp_path / "workloads" / "ddp.py").write_text("")
+    with pytest.raises(ExperimentError) as exc:
+        load_experiment(f)
+    assert message in str(exc.value)
