@@ -34,6 +34,10 @@ def figures_of(journal: dict[str, Any]) -> dict[str, float]:
             value = (fault.get("recovery") or {}).get(metric)
             if isinstance(value, (int, float)):
                 out[f"{fault['label']}.{metric}"] = float(value)
+    split = journal.get("goodput") or {}
+    if not split.get("problems") and isinstance(split.get("wall_s"), (int, float)) and split.get("seconds"):
+        # Everything but new training: detection, restarts, loads, recomputation, saves, slow steps.
+        out["badput_s"] = float(split["wall_s"]) - float(split["seconds"].get("productive", 0.0))
     ckpt = journal.get("checkpoints") or {}
     if ckpt.get("save_s_median") is not None:
         out["ckpt.save_s"] = float(ckpt["save_s_median"])

@@ -75,6 +75,18 @@ class Goodput:
     def badput_s(self) -> float:
         return sum(v for k, v in self.seconds.items() if k not in PRODUCTIVE)
 
+    def merged(self) -> list[Segment]:
+        """Adjacent segments of one cause, attempt and fault as one (a run of productive steps is one bar)."""
+        out: list[Segment] = []
+        for s in self.segments:
+            last = out[-1] if out else None
+            if last is not None and (last.cause, last.attempt, last.fault) == (s.cause, s.attempt, s.fault) \
+                    and abs(last.t1 - s.t0) < 1e-9:
+                out[-1] = Segment(last.t0, s.t1, s.cause, s.attempt, s.fault)
+            else:
+                out.append(s)
+        return out
+
     def as_dict(self) -> dict[str, Any]:
         return {"wall_s": round(self.wall_s, 3), "goodput": None if self.goodput is None else round(self.goodput, 4),
                 "seconds": {k: round(v, 3) for k, v in self.seconds.items()},
@@ -184,18 +196,25 @@ def _prev_step_t(segments: list[Segment], stopped_at: float) -> float:
     return steps[-1].t0 if steps else float("-inf")
 
 
-def _carve_saves(segments: list[Segment], history: History) -> list[Segment]:
+def save_windows(history: History, *, committed_only: bool = False) -> dict[tuple[str, Any], tuple[float, float]]:
+    """(attempt, step) -> (first rank's ckpt_begin, last rank's ckpt_commit or ckpt_error): how long a save held training."""
     windows: dict[tuple[str, Any], list[float]] = {}
     for r in history.of("ckpt_begin"):
         key = (str(r.get("attempt")), r.get("step"))
         w = windows.setdefault(key, [r["t"], r["t"]])
         w[0] = min(w[0], r["t"])
-    for r in history.of("ckpt_commit", "ckpt_error"):
+    ended: set[tuple[str, Any]] = set()
+    for r in history.of("ckpt_commit") if committed_only else history.of("ckpt_commit", "ckpt_error"):
         key = (str(r.get("attempt")), r.get("step"))
         if key in windows:
             windows[key][1] = max(windows[key][1], r["t"])
+            ended.add(key)
+    return {k: (w[0], w[1]) for k, w in windows.items() if k in ended}
+
+
+def _carve_saves(segments: list[Segment], history: History) -> list[Segment]:
     out = segments
-    for b, e in sorted(windows.values()):
+    for b, e in sorted(save_windows(history).values()):
         if e <= b:
             continue
         nxt: list[Segment] = []

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
+from chaos.gameday.summary import summarize
 from chaos.report import headline
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:
         "faults": [asdict(f) for f in o.faults],
         "checks": [asdict(c) for c in report.checks],
         "revert_failures": report.revert_failures,
+        **summarize(o.history, o.faults, o.experiment),
     }
 
 

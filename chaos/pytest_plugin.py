@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 
+LONG_S = 900
+"""An experiment allowed longer than this is a long one (a game day): skipped unless --chaos-long."""
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("chaos", "chaos experiments")
     group.addoption("--chaos-runs-dir", default="runs",
                     help="where experiment run directories are written (default: ./runs)")
+    group.addoption("--chaos-long", action="store_true",
+                    help=f"also run long experiments (timeout_s over {LONG_S} s, e.g. a 20-minute game day)")
     group.addoption("--chaos-all-yaml", action="store_true",
                     help="collect every *.yaml as an experiment, not only files in an 'experiments' folder")
 
@@ -47,6 +52,9 @@ class ExperimentItem(pytest.Item):
             exp = load_experiment(self.path)
         except ExperimentError as exc:
             raise ExperimentFailed(f"invalid experiment:\n{exc}") from None
+        if exp.timeout_s > LONG_S and not self.config.getoption("--chaos-long"):
+            pytest.skip(f"a long experiment (timeout_s {exp.timeout_s:g} s): run it with 'pytest {self.path} "
+                        f"--chaos-long' or 'chaos {'gameday' if exp.gameday else 'run'} {self.path}'")
         runs_root = Path(self.config.getoption("--chaos-runs-dir"))
         try:
             report = Runner(exp, runs_root=runs_root, golden=Golden(exp, runs_root)).run()

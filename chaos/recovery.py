@@ -94,6 +94,8 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     if seen_by == "worker_spawn":
         evidence["attempt_before"] = "worker spawn seen by the harness (the workload sent no start)"
 
+    figures["step_rate"] = _step_rate(history, before, t0, fault.t_release or fault.t_revert)
+
     # A fault released on a timer (a hang for duration_s) must be acted on before it is released.
     reaction = _reaction(history, fault, before, fault.t_release)
     if reaction is not None:
@@ -132,6 +134,29 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
         figures["lost_steps"] = max(0, pre_max - figures["resumed_from_step"])
     _slurm_requeue(history, t0, figures)
     return figures
+
+
+RATE_WINDOW_S = 10.0
+"""How far before the fault the normal step rate is taken, and after it the rate of a fault with no duration."""
+
+
+def _step_rate(history: History, attempt: str, t0: float, t_end: float | None) -> dict[str, Any] | None:
+    """Steps per second of ``attempt`` before the fault and while it acted (a straggler, a slow link): slow is
+    a failure too. ``during`` ends at the fault's release (or RATE_WINDOW_S after it) or the attempt's end."""
+    first: dict[int, float] = {}
+    for r in history.of("step", attempt=attempt):
+        if isinstance(r.get("step"), int):
+            first[r["step"]] = min(first.get(r["step"], r["t"]), r["t"])
+    times = sorted(first.values())
+    end = t_end if t_end is not None and t_end > t0 else t0 + RATE_WINDOW_S
+    pre = [t for t in times if t0 - RATE_WINDOW_S <= t <= t0]
+    during = [t for t in times if t0 < t <= end]
+    if len(pre) < 3 or pre[-1] <= pre[0]:
+        return None
+    before = (len(pre) - 1) / (pre[-1] - pre[0])
+    rate = len(during) / (end - t0)
+    return {"before": round(before, 3), "during": round(rate, 3), "ratio": round(rate / before, 3),
+            "window_s": round(end - t0, 3)}
 
 
 def _slurm_requeue(history: History, t0: float, figures: dict[str, Any]) -> None:

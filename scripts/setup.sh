@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment in .venv: torch pinned to the CPU wheel, then this package.
-# With root, also the system tools the root/docker tests need (iproute2, nftables, docker.io) and a
+# With root, also the system tools the root/docker tests need (iproute2, nftables, docker.io, slurm,
+# chromium for the HTML report's screenshot test) and a
 # running dockerd. Idempotent: re-running only fills in what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,8 @@ if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then
   # The slurm target's local cluster (each run starts its own munged, slurmctld and slurmds).
   command -v slurmctld >/dev/null || missing+=(slurm-wlm)
   command -v munged >/dev/null || missing+=(munge)
+  # The report test looks at report.html in a real headless browser (a screenshot, not only the text).
+  command -v chromium >/dev/null || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     apt-get update -qq >/dev/null

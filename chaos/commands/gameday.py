@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -12,6 +13,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 
+from chaos.commands.report import write_html
 from chaos.errors import ExperimentError, UsageError
 from chaos.experiment import Experiment, load_experiment
 from chaos.gameday.plan import describe
@@ -71,6 +73,8 @@ def gameday(args: argparse.Namespace) -> int:
         report = Runner(exp, **runner_kw, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
                         on_poll=lambda s: view.line(s, console)).run()
     print_report(report, console)
+    html = write_html(json.loads((report.run_dir / "journal.json").read_text()), report.run_dir)
+    console.print(f"report: {html}")
     return report.exit_code
 
 

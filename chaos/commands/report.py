@@ -1,4 +1,4 @@
-"""``chaos report RUN_DIR``: a Markdown report and a timeline PNG of a finished run; ``chaos report runs/``: an index of many."""
+"""``chaos report RUN_DIR``: an HTML and a Markdown report and a timeline PNG of a finished run; ``chaos report runs/``: an index of many."""
 
 from __future__ import annotations
 
@@ -7,14 +7,19 @@ import json
 from pathlib import Path
 
 from chaos.baseline import by_experiment, compare, load_baseline, markdown_summary, read_journals
-from chaos.errors import UsageError
+from chaos.errors import ExperimentError, UsageError
 from chaos.events import History
+from chaos.experiment import load_experiment
+from chaos.gameday.summary import summarize
+from chaos.htmlreport import render_html
+from chaos.outcome import FaultRecord
 from chaos.report import recovery_columns
 from chaos.timeline import plot_timeline
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("report", help="write report.md and timeline.png for a finished run, or index.md for a folder of runs")
+    p = sub.add_parser("report", help="write report.html, report.md and timeline.png for a finished run, or index.md "
+                                      "for a folder of runs")
     p.add_argument("run_dir", metavar="RUN_DIR", help="one run's folder, or a folder of runs (e.g. runs/)")
     p.add_argument("--baseline", metavar="FILE", help="for a folder of runs: show each figure's change against this baseline")
     p.set_defaults(func=run)
@@ -83,8 +88,23 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{run_dir} has no readable journal.json ({exc}); pass a finished runs/<name>-<time> folder") from None
     plot_timeline(History.from_run_dir(run_dir), journal, run_dir / "timeline.png")
     (run_dir / "report.md").write_text(render_markdown(journal))
-    print(f"wrote {run_dir / 'report.md'} and {run_dir / 'timeline.png'}")
+    write_html(journal, run_dir)
+    print(f"wrote {run_dir / 'report.html'}, {run_dir / 'report.md'} and {run_dir / 'timeline.png'}")
     return 0
+
+
+def write_html(journal: dict, run_dir: Path) -> Path:
+    """report.html; a journal written before goodput was recorded gets its figures computed now."""
+    if "goodput" not in journal:
+        try:
+            experiment = load_experiment(journal["source"])
+        except (ExperimentError, KeyError):
+            experiment = None  # the file moved or changed shape: the split needs no plan
+        faults = [FaultRecord(**f) for f in journal.get("faults", [])]
+        journal = {**journal, **summarize(History.from_run_dir(run_dir), faults, experiment)}
+    path = run_dir / "report.html"
+    path.write_text(render_html(journal, run_dir))
+    return path
 
 
 def _run_index(runs: Path, baseline_path: str | None) -> int:

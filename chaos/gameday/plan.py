@@ -61,6 +61,11 @@ class GamedayConfig(BaseModel):
     """Per category (gpu, hbm, network, software, maintenance, host): another fault, or a rate scale."""
     stop: StopConfig = Field(default_factory=StopConfig)
     """When to end the game day before the workload finishes."""
+    project_gpus: list[int] = Field(default_factory=list, max_length=20)
+    """Cluster sizes to project goodput to (default: gpus, the mix's own cluster, and 131,072)."""
+
+    def projection_sizes(self) -> list[int]:
+        return sorted(set(self.project_gpus or [self.gpus, self.the_mix.gpus, 131072]))
 
     @model_validator(mode="after")
     def _known(self) -> "GamedayConfig":

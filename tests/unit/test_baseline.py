@@ -31,6 +31,13 @@ def test_figures_are_flat_and_named_by_fault() -> None:
     assert figs["kill-rank#0.lost_steps"] == 5 and figs["ckpt.bytes"] == 1000
 
 
+def test_badput_is_a_figure_when_the_run_could_be_split() -> None:
+    split = {"wall_s": 15.0, "seconds": {"productive": 9.5, "restart": 4.0}, "problems": []}
+    assert figures_of({**journal(), "goodput": split})["badput_s"] == 5.5
+    unsplit = {**split, "problems": ["no step events"]}
+    assert "badput_s" not in figures_of({**journal(), "goodput": unsplit})
+
+
 def test_jitter_within_the_baselines_spread_is_not_a_regression() -> None:
     base = baseline_of(journal(3.0, path="a"), journal(3.9, path="b"), journal(3.2, path="c"))
     result = compare("rank-kill-ddp", [journal(4.1, save_s=0.2, wall_s=17.0)], base)

@@ -241,3 +241,20 @@ def test_a_repeating_trigger_that_fired_is_not_failed_for_a_draw_still_delayed_a
     assert pending.status == "pending" and not pending.injected
     [never] = Runner._unfired([armed(fires=0, due=[])])
     assert never.status == "never_fired"
+
+
+def test_a_game_day_stop_rule_ends_the_run_with_its_reason(tmp_path: Path) -> None:
+    # One GPU for a day draws no fault; the workload's 3 s steps break no_progress_s: 1.
+    exp = experiment(tmp_path, """\
+        gameday: {gpus: 1, span_days: 1, window_s: 5, stop: {no_progress_s: 1}}
+        checks:
+          - completes: {}
+        """, extra_args=', --step-sleep, "3"')
+    assert exp.schedule == []
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    verdicts = {c.kind: c for c in report.checks}
+    assert report.exit_code == 1
+    assert verdicts["completes"].verdict == "fail"
+    assert verdicts["completes"].reason.startswith("game day stopped: no progress for")
+    assert verdicts["fault_mix"].verdict == "inconclusive"  # nothing drawn: nothing tested
+    assert any(r.get("ev") == "gameday_stop" for r in report.outcome.history.records)

@@ -164,3 +164,17 @@ def test_a_fault_before_the_first_start_is_unjudgeable(sim, outcome_of):
     assert early.recovery["restart_s"] is None and "before any rank" in early.recovery["unjudgeable"]
     result = RecoveryTime(RecoveryTimeConfig(max_s=30)).evaluate(outcome_of(sim.history(), faults=[early]))
     assert result.verdict == "inconclusive" and "before any rank of the job had started" in result.reason
+
+
+def test_the_step_rate_while_a_fault_acts_against_before_it() -> None:
+    from chaos.events import History
+
+    steps = [{"ev": "step", "t": float(t), "attempt": "0.0", "rank": 0, "step": i + 1, "epoch": 0}
+             for i, t in enumerate([1, 2, 3, 4, 5, 7, 9, 11, 13, 14, 15])]
+    history = History([{"ev": "start", "t": 0.5, "attempt": "0.0", "rank": 0}, *steps])
+    fault = FaultRecord(index=0, kind="straggler", label="straggler#0", t_inject=5.0, t_release=13.0)
+    rate = compute_recovery(history, fault)["step_rate"]
+    # One step a second before; one every 2 s for the 8 s the straggler acted: half speed.
+    assert rate == {"before": 1.0, "during": 0.5, "ratio": 0.5, "window_s": 8.0}
+    few = History([{"ev": "start", "t": 0.5, "attempt": "0.0", "rank": 0}, *steps[:2]])
+    assert compute_recovery(few, fault)["step_rate"] is None  # too little to know the normal rate
