@@ -83,13 +83,13 @@ class Actuator:
                 "attempt": sdk.attempt_id(), "t": time.time()})
             # Restarting in place would put the same dead device back in the job: stop the whole
             # launch, so the scheduler (the harness's runner here) relaunches without the device.
-            (self.stop_launcher or _stop_torchrun)()
+            (self.stop_launcher or stop_torchrun)()
             self.exit(EXCLUDE_EXIT)
         elif decision.action is Action.CHECKPOINT:
             self.checkpoint_requested.set()
 
 
-def _stop_torchrun() -> None:
+def stop_torchrun() -> None:
     if _parent_is_torchrun():
         os.kill(os.getppid(), signal.SIGTERM)
 

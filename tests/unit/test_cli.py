@@ -41,7 +41,8 @@ def _exit_code(argv: list[str]) -> int:
 @settings(max_examples=120, deadline=10000, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.function_scoped_fixture])
 @given(cmd=st.sampled_from([["validate"], ["run", "--dry-run"], ["run", "--dry-run", "--runs-dir"], ["cleanup"],
-                            ["cleanup", "--dry-run"], ["list"], ["schema"], ["nonsense"], []]),
+                            ["cleanup", "--dry-run"], ["list"], ["schema"], ["gameday"], ["gameday", "--dry-run"],
+                            ["nonsense"], []]),
        args=st.lists(st.one_of(st.sampled_from(HOSTILE), st.text(max_size=40)), min_size=1, max_size=3))
 def test_hostile_arguments_exit_2_with_a_message(cmd: list[str], args: list[str], tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
@@ -210,3 +211,16 @@ def test_report_of_a_folder_of_runs_writes_an_index(tmp_path, capsys) -> None:
     assert "| rank-kill | PASS | PASS |  | 2.50 |" in index
     assert "| silent | FAIL |  | INCONCLUSIVE |" in index and "rank-kill-golden |" not in index
     assert (tmp_path / "silent-1" / "report.md").exists()
+
+
+def test_gameday_dry_run_prints_the_drawn_schedule_and_runs_nothing(tmp_path: Path, capsys) -> None:
+    plan = ROOT / "experiments" / "gameday-smoke-ddp.yaml"
+    assert main(["gameday", "--dry-run", "--runs-dir", str(tmp_path / "runs"), str(plan)]) == 0
+    out = capsys.readouterr().out
+    assert "llama3-405b" in out and "expected 3.9 faults" in out and "software#1" in out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_gameday_refuses_an_experiment_without_a_plan(capsys) -> None:
+    assert _exit_code(["gameday", str(ROOT / "experiments" / "rank-kill-ddp.yaml")]) == 2
+    assert "has no 'gameday:' section" in capsys.readouterr().err

@@ -82,6 +82,15 @@ class TrainConfig:
     save_on_sigterm: bool = True
     """On SIGTERM (a scheduler's preemption notice, torchrun shutting down) finish the step, save a checkpoint and exit 143, instead of dying with the steps since the last save."""
 
+    straggler_factor: float = 0.0
+    """Name a rank whose own time per step (outside collectives) is this many times its peers' in a health event (0: no straggler detection)."""
+
+    straggler_window: int = 10
+    """Steps per straggler judgement; a rank must be slow in two windows in a row to be named."""
+
+    straggler_policy: str = "alert"
+    """alert: only the health event. eject: also save now, record the slow rank's device as excluded and stop the launch, so the scheduler relaunches without it."""
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written right below each dataclass field, by field name."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -13,6 +15,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from chaos import sdk
+from chaos.health.exclusions import add_exclusion, exclusions_path
+from chaos.health.monitor import EXCLUDE_EXIT, my_device
+from chaos.health.monitor import stop_torchrun as stop_launcher
+from chaos.health.straggler import Straggler, StragglerDetector
 from torch import nn
 
 from .checkpoint import CheckpointFormat, CheckpointManager
@@ -41,6 +47,8 @@ class Trainer:
         self.sigterm = threading.Event()
         """Set by the SIGTERM handler; the ranks agree on it in the step's all-reduce (see ``train``)."""
         self.preempted = False
+        self.ejected = False
+        """A straggler was ejected (straggler_policy eject): the launch stops for the scheduler to relaunch without it."""
 
     # ---- hooks --------------------------------------------------------------------------------
 
@@ -87,6 +95,9 @@ class Trainer:
             if self.preempted:
                 self.checkpointer.close()
                 return 128 + signal.SIGTERM  # what dying of the signal would have said, with the state saved
+            if self.ejected:
+                self.checkpointer.close()
+                return EXCLUDE_EXIT
             self.finish()
         except Exception:
             log.exception("rank %s failed at step %d", self.env.rank if self.env else "?", self.step)
@@ -120,6 +131,11 @@ class Trainer:
         cfg, env = self.cfg, self.env
         assert env is not None
         self.model.train()
+        detector = (StragglerDetector(env.world_size, factor=cfg.straggler_factor, window=cfg.straggler_window)
+                    if cfg.straggler_factor > 0 else None)
+        # Own time: the part of a step outside collectives (the backward's gradient all-reduce and the
+        # step's all-reduce below). A straggler's grows; its peers spend the difference waiting.
+        mark = time.monotonic()
         while self.step < cfg.steps:
             batch = self.sampler.next_batch(env.rank, env.world_size)
             x, y = self.dataset.batch(batch.indices)
@@ -133,19 +149,31 @@ class Trainer:
                 loss_sum = out.sum() * 0.0
             # DDP and FSDP average gradients over ranks; scaling by world_size / global batch makes
             # the update the mean over the whole global batch, however it is split across ranks.
+            before_backward = time.monotonic()
             (loss_sum * (env.world_size / batch.global_size)).backward()
+            after_backward = time.monotonic()
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
             self.step += 1
             # The preemption flag rides in the step's all-reduce: SIGTERM reaches the ranks at different
             # moments, and all of them must stop after the same step to save one consistent checkpoint.
-            total = torch.cat([loss_sum.detach().reshape(1).float(),
-                               torch.tensor([1.0 if self.sigterm.is_set() else 0.0], device=loss_sum.device)])
+            # So does each rank's own time, in its own slot, when straggler detection is on.
+            parts = [loss_sum.detach().reshape(1).float(),
+                     torch.tensor([1.0 if self.sigterm.is_set() else 0.0], device=loss_sum.device)]
+            if detector is not None:
+                own = torch.zeros(env.world_size, device=loss_sum.device)
+                own[env.rank] = (before_backward - mark) + (time.monotonic() - after_backward)
+                parts.append(own)
+            total = torch.cat(parts)
             dist.all_reduce(total)
+            mark = time.monotonic()
             loss = total[0].item() / batch.global_size
             stop = total[1].item() > 0
             sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss)
+            named = detector.observe(self.step, total[2:].tolist()) if detector is not None else None
+            if named is not None and self.on_straggler(named):
+                return
             if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
             # checkpoint_due() is a collective: every rank agrees to save now when a degrading GPU asks.
@@ -163,6 +191,36 @@ class Trainer:
                 return
             if cfg.step_sleep > 0:
                 time.sleep(cfg.step_sleep)
+
+    def on_straggler(self, named: Straggler) -> bool:
+        """Every rank names the same straggler at the same step. The straggler reports itself (the health
+        convention: the rank that owns the device); with policy eject all ranks save this step and the
+        straggler records its device as excluded and stops the launch. True when training must stop."""
+        env, cfg = self.env, self.cfg
+        assert env is not None
+        eject = cfg.straggler_policy == "eject"
+        device = my_device(env.local_rank)
+        if env.rank == named.rank:
+            sdk.health(source="straggler", code="slow_rank", device=device, action="exclude" if eject else "alert",
+                       slow_rank=named.rank, ratio=named.ratio, own_s=named.own_s, peers_s=named.peers_s,
+                       window=cfg.straggler_window)
+        log.warning("rank %d is a straggler: own time %.4f s per step, %.2fx its peers' (%s)", named.rank,
+                    named.own_s, named.ratio, "ejecting it" if eject else "alert only")
+        if not eject:
+            return False
+        self.checkpointer.save(self.step, self.app, reason="straggler")
+        if env.rank == named.rank:
+            add_exclusion(str(exclusions_path()), {
+                "device": device, "code": "straggler", "rank": env.rank, "t": time.time(),
+                "host": os.environ.get("CHAOS_HOST") or socket.gethostname(), "attempt": sdk.attempt_id()})
+        # Leave together after the save, then stop the launch: restarting in place would bring the slow
+        # device straight back; the scheduler (the harness's runner here) relaunches without it. Every
+        # rank stops its own agent, before any of them exits: an agent that saw a worker exit first
+        # would restart the group in place.
+        dist.barrier()
+        stop_launcher()
+        self.ejected = True
+        return True
 
     def finish(self) -> None:
         self.checkpointer.close()

@@ -1,0 +1,60 @@
+"""straggler_named: only a health event naming the rank that was really slowed, in time, is a pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from histsim import make_outcome
+
+from chaos.checks.straggler_named import StragglerNamed, StragglerNamedConfig
+from chaos.events import History
+from chaos.outcome import FaultRecord
+
+
+def slowed(rank: int = 1) -> FaultRecord:
+    return FaultRecord(index=0, kind="straggler", label="straggler#0", t_inject=100.0, t_release=108.0,
+                       details={"ranks": [rank], "pids": [11]})
+
+
+def named(t: float, rank: int, device: int | None = None) -> dict:
+    return {"ev": "health", "t": t, "attempt": "0.0", "rank": rank, "source": "straggler", "code": "slow_rank",
+            "device": rank if device is None else device, "action": "alert", "slow_rank": rank, "ratio": 2.1}
+
+
+def judge(records: list[dict], fault: FaultRecord | None = None, run_dir: Path | None = None, **cfg):
+    o = make_outcome(History(records), faults=[fault or slowed()])
+    if run_dir is not None:
+        o.run_dir = run_dir
+    return StragglerNamed(StragglerNamedConfig(**cfg)).evaluate(o)
+
+
+def test_the_slowed_rank_named_in_time_passes() -> None:
+    r = judge([named(103.2, 1)])
+    assert r.verdict == "pass" and "rank 1 named in 3.2 s" in r.reason
+
+
+def test_silence_the_wrong_rank_or_too_late_fails() -> None:
+    assert "no straggler health event" in judge([]).reason
+    assert "rank 0 was named, but rank 1" in judge([named(103.0, 0)]).reason
+    late = judge([named(112.0, 1)], within_s=5)
+    assert late.verdict == "fail" and "bound 5" in late.reason
+
+
+def test_a_name_from_before_the_slowdown_does_not_count() -> None:
+    assert judge([named(90.0, 1)]).verdict == "fail"
+
+
+def test_no_straggler_injected_is_inconclusive() -> None:
+    fault = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=100.0)
+    assert judge([named(103.0, 1)], fault=fault).verdict == "inconclusive"
+
+
+def test_eject_needs_the_exclusion_and_the_relaunch(tmp_path: Path) -> None:
+    records = [named(103.0, 1)]
+    assert "never recorded as excluded" in judge(records, run_dir=tmp_path, eject=True).reason
+    (tmp_path / "excluded_devices.json").write_text(json.dumps({"devices": [{"device": 1, "code": "straggler"}]}))
+    assert "never relaunched" in judge(records, run_dir=tmp_path, eject=True).reason
+    records.append({"ev": "launch", "t": 105.0, "excluded": [1], "nproc_per_node": 1, "source": "harness"})
+    r = judge(records, run_dir=tmp_path, eject=True)
+    assert r.verdict == "pass" and "ejected" in r.reason and r.figures["straggler#0"]["relaunch_s"] == 2.0
