@@ -384,8 +384,10 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
     schedule: list[Scheduled] = []
     if top.gameday is not None and target_kind:
         nodes = getattr(target_cfg, "nodes", 1)
+        nodes = nodes if isinstance(nodes, int) else 1
+        min_nodes = getattr(target_cfg, "min_nodes", None)
         schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
-                        nodes=nodes if isinstance(nodes, int) else 1)
+                        nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes)
         for s in schedule:
             where = ("gameday", "categories", s.category, "fault") if s.overridden else ("gameday",)
             faults.append(_validate_fault(len(faults), s.fault, col, base=where))

@@ -119,6 +119,7 @@ class Runner:
         self._round_members: dict[int, list[Worker]] = {}
         self._round_label: dict[int, str] = {}
         self._finishing = False
+        self._last_inject: float | None = None
         self._t0 = clock()
 
     # ----------------------------------------------------------------------------------- setup
@@ -335,7 +336,7 @@ class Runner:
                 run.log("gameday_stop", reason=stop)
                 self.echo(msg)
                 return run.target.exit_code(), False
-            state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng)
+            state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng, last_inject=self._last_inject)
             self._fire(run, armed, records, state)
             if self.on_poll is not None:
                 self.on_poll(LiveState(now, max_step, max(spawned, key=attempt_key) if spawned else None,
@@ -412,6 +413,8 @@ class Runner:
                 a.due.remove(due)
                 a.fires += 1
                 records.append(self._inject(run, a))
+                # The triggers polled after this one see it (in_training's gap_s).
+                self._last_inject = state.last_inject = self.clock() - self._t0
             for rec, until in list(a.active):
                 if until is not None and state.now >= until:
                     self._revert(run, a, rec)

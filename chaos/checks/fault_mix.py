@@ -57,5 +57,11 @@ class FaultMix(Check, kind="fault_mix"):
             return self.inconclusive(f"none of the {len(schedule)} drawn faults fired before the run ended, so the "
                                      f"game day tested nothing; lengthen the workload or shorten window_s", **figures)
         late = len(schedule) - fired
+        finished = outcome.exit_code == 0 and bool(outcome.history.finals())
+        if late and not finished:
+            # Their moment never came because the job broke or was stopped first: the mix was not played.
+            return self.inconclusive(f"only {fired} of {len(schedule)} drawn faults struck ({table}): the run ended "
+                                     f"without finishing before the other {late} came due, so the mix was not "
+                                     f"played out", **figures)
         tail = f"; {late} came due after the workload had finished" if late else ""
         return self.passed(f"{fired} of {len(schedule)} drawn faults struck the job ({table}){tail}", **figures)

@@ -95,8 +95,19 @@ _NODES = ("netns", "docker", "slurm")
 _LOCAL_NODE_LOSS = "one machine: every rank of the job dies at once, as they do when their node is lost"
 
 
-def play(category: str, target_kind: str) -> Play:
-    """The default way ``category`` strikes a job on ``target_kind``."""
+def _node_loss(signal: str, what: str, elastic: bool, target_kind: str) -> Play:
+    if target_kind == "slurm" or elastic:
+        return Play({"kind": "kill-node", "node": "random", "signal": signal},
+                    f"{what}: the node is lost" + (" and the elastic job goes on without it" if elastic else ""))
+    # No scheduler to replace the node and no elastic minimum to go on without it: a killed node
+    # never comes back, which no job survives. Its ranks die instead, as if it were replaced at once.
+    return Play({"kind": "kill-rank", "rank": "all", "signal": signal, "node": "node1"},
+                f"{what}: the job is not elastic (min_nodes) and this target has no spare node, so the node's "
+                f"ranks die and come back with the restart, as if the node were replaced at once")
+
+
+def play(category: str, target_kind: str, *, elastic: bool = False) -> Play:
+    """The default way ``category`` strikes a job on ``target_kind`` (``elastic``: it goes on with fewer nodes)."""
     nodes = target_kind in _NODES
     if category == "gpu":
         if target_kind == "slurm":
@@ -124,14 +135,12 @@ def play(category: str, target_kind: str) -> Play:
         if target_kind == "slurm":
             return Play({"kind": "preempt", "grace_s": 15}, "the scheduler takes the node: SIGTERM, grace, requeue")
         if nodes:
-            return Play({"kind": "kill-node", "node": "random", "signal": "SIGTERM"},
-                        "the host is taken down for maintenance: every process on it gets SIGTERM")
+            return _node_loss("SIGTERM", "the host is taken down for maintenance (SIGTERM)", elastic, target_kind)
         return Play({"kind": "kill-rank", "rank": "all", "signal": "SIGTERM"},
                     "the host is taken down for maintenance: on one machine every rank gets SIGTERM at once")
     if category == "host":
         if nodes:
-            return Play({"kind": "kill-node", "node": "random", "signal": "SIGKILL"},
-                        "a host part (SSD, power, CPU, memory) fails: the node is lost")
+            return _node_loss("SIGKILL", "a host part (SSD, power, CPU, memory) fails", elastic, target_kind)
         return Play({"kind": "kill-rank", "rank": "all", "signal": "SIGKILL"},
                     "a host part (SSD, power, CPU, memory) fails: " + _LOCAL_NODE_LOSS)
     raise KeyError(category)

@@ -57,6 +57,9 @@ class GamedayConfig(BaseModel):
     """Seconds of this run over which the span is played: the time compression is span / window."""
     start_after_s: float = Field(default=15.0, ge=0, le=24 * 3600)
     """No fault comes due before this many seconds (start-up, the first checkpoint)."""
+    min_gap_s: float = Field(default=3.0, ge=0, le=3600)
+    """Faults that come due together strike at least this far apart, each once the job trains again, so the
+    report can charge each one its own cost (the draw itself stays a Poisson process)."""
     categories: dict[str, CategoryConfig] = Field(default_factory=dict)
     """Per category (gpu, hbm, network, software, maintenance, host): another fault, or a rate scale."""
     stop: StopConfig = Field(default_factory=StopConfig)
@@ -120,7 +123,7 @@ class Scheduled:
 
 
 def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: int = 1,
-         nodes: int = 1) -> list[Scheduled]:
+         nodes: int = 1, elastic: bool = False) -> list[Scheduled]:
     """The faults of ``plan`` in order of their due time. Same plan and seed, same schedule."""
     rng = random.Random(f"gameday:{seed}")
     mix = plan.the_mix
@@ -138,7 +141,7 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
     drawn.sort()
     out: list[Scheduled] = []
     for i, (real_h, cause, category) in enumerate(drawn):
-        default = play(category, target_kind)
+        default = play(category, target_kind, elastic=elastic)
         override = plan.categories.get(category)
         template = dict(override.fault) if override is not None and override.fault else dict(default.fault)
         if not (override is not None and override.fault):
@@ -149,7 +152,7 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
         at_s = plan.start_after_s + real_h / plan.span_h * plan.window_s
         template["name"] = f"{category}#{i + 1}"
         template["optional"] = True  # due after the workload ended: not reached (the gameday check counts them)
-        template["trigger"] = {"in_training": {"after_s": round(at_s, 2)}}
+        template["trigger"] = {"in_training": {"after_s": round(at_s, 2), "gap_s": plan.min_gap_s}}
         out.append(Scheduled(at_s=at_s, real_h=real_h, cause=cause, category=category, fault=template,
                              why="set in the plan" if override is not None and override.fault else default.why,
                              overridden=bool(override is not None and override.fault)))

@@ -28,6 +28,8 @@ class TriggerState:
     """Workload records that arrived since the previous poll."""
     rng: random.Random = field(default_factory=random.Random)
     """The experiment's seeded RNG."""
+    last_inject: float | None = None
+    """Seconds since launch of the latest injection of any fault (None before the first)."""
 
 
 class TriggerParams(BaseModel):

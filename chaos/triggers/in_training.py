@@ -16,6 +16,9 @@ from chaos.triggers.base import Trigger, TriggerParams, TriggerState
 class InTrainingParams(TriggerParams):
     after_s: float = Field(ge=0, le=7 * 24 * 3600)
     """Seconds after launch when the fault comes due; it fires with the first step reported from then on."""
+    gap_s: float = Field(default=0.0, ge=0, le=3600)
+    """And not within this many seconds of any other fault's injection: faults that came due together
+    strike one after the other, each once the job trains again, so each one's cost is its own."""
 
 
 class InTraining(Trigger, kind="in_training"):
@@ -30,6 +33,8 @@ class InTraining(Trigger, kind="in_training"):
 
     def __call__(self, state: TriggerState) -> bool:
         if self._fired or state.now < self.params.after_s:
+            return False
+        if state.last_inject is not None and state.now - state.last_inject < self.params.gap_s:
             return False
         if any(r.get("ev") == "step" for r in state.new_events):
             self._fired = True

@@ -75,3 +75,16 @@ def test_goodput_below_its_bound_fails_with_the_split() -> None:
     r = GoodputCheck(GoodputConfig(min=0.5)).evaluate(make_outcome(History(records)))
     assert r.verdict == "fail" and "goodput 40.0% of 15.0 s" in r.reason and "startup 8.0 s" in r.reason
     assert r.figures["seconds"]["productive"] == 6.0
+
+
+def test_faults_not_reached_because_the_run_broke_are_not_a_pass() -> None:
+    schedule = [scheduled("software#1", "software"), scheduled("gpu#2", "gpu")]
+    faults = [rec("software#1"), rec("gpu#2", status="never_fired")]
+    broke = outcome(faults, schedule)
+    broke.exit_code = None
+    r = judge(broke)
+    assert r.verdict == "inconclusive" and "mix was not played out" in r.reason
+    finished = outcome(faults, schedule)
+    finished.history = History([{"ev": "final", "t": 9.0, "attempt": "0.0", "rank": 0, "step": 10}])
+    r = judge(finished)
+    assert r.verdict == "pass" and "came due after the workload had finished" in r.reason

@@ -56,7 +56,10 @@ def test_a_category_can_be_replaced_or_left_out() -> None:
 
 def test_node_faults_only_where_the_target_has_nodes() -> None:
     assert play("host", "local").fault["kind"] == "kill-rank"
-    assert play("host", "netns").fault["kind"] == "kill-node"
+    assert play("host", "netns", elastic=True).fault["kind"] == "kill-node"
+    # Not elastic and no spare: a lost node would end the job, so the node's ranks die instead.
+    assert play("host", "netns").fault == {"kind": "kill-rank", "rank": "all", "signal": "SIGKILL", "node": "node1"}
+    assert play("host", "slurm").fault["kind"] == "kill-node"
     assert play("network", "local").fault["kind"] == "hang-rank"
     assert play("network", "docker").fault["kind"] == "partition"
     assert play("maintenance", "slurm").fault["kind"] == "preempt"

@@ -71,3 +71,16 @@ def test_in_training_waits_past_its_time_for_the_next_step() -> None:
     assert not t(st(now=12, events=[{"ev": "start"}]))
     assert t(st(now=13, events=step))
     assert not t(st(now=14, events=step))  # once
+
+
+def test_in_training_keeps_its_gap_from_the_last_injection() -> None:
+    from chaos.triggers.in_training import InTraining, InTrainingParams
+
+    t = InTraining(InTrainingParams(after_s=10, gap_s=3))
+    step = [{"ev": "step", "step": 3}]
+    state = st(now=11, events=step)
+    state.last_inject = 10.5  # another fault struck half a second ago
+    assert not t(state)
+    state = st(now=13.6, events=step)
+    state.last_inject = 10.5
+    assert t(state)
