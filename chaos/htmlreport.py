@@ -192,7 +192,7 @@ def _gameday_sections(journal: dict[str, Any]) -> list[str]:
     if not p:
         out.append("<p>No projection: the run measured no interrupting fault or no checkpoint save to build it on.</p>")
         return out
-    out.append(f"<p>Measured here: restart cost R = <b>{p['restart_s']:.2f} s</b> ({escape(p['measured_by']['restart_s'])}); "
+    out.append(f"<p>Restart cost R = <b>{p['restart_s']:.2f} s</b> ({escape(p['measured_by']['restart_s'])}); "
                f"save stall delta = <b>{p['save_s']:.3f} s</b> ({escape(p['measured_by']['save_s'])}); checkpoint "
                f"interval used tau = <b>{p['interval_s']:.2f} s</b> ({escape(p['measured_by']['interval_s'])}).</p>")
     out.append(_table(["GPUs", "MTBF (h)", "goodput at tau used", "Young tau* (s)", "Daly tau* (s)",

@@ -66,6 +66,10 @@ class GamedayConfig(BaseModel):
     """When to end the game day before the workload finishes."""
     project_gpus: list[int] = Field(default_factory=list, max_length=20)
     """Cluster sizes to project goodput to (default: gpus, the mix's own cluster, and 131,072)."""
+    project_save_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    """Project with this save stall instead of the one measured here (your real model's checkpoint time)."""
+    project_restart_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    """Project with this cost per interruption instead of the one measured here (your real restart time)."""
 
     def projection_sizes(self) -> list[int]:
         return sorted(set(self.project_gpus or [self.gpus, self.the_mix.gpus, 131072]))

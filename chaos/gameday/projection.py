@@ -76,11 +76,13 @@ def goodput_at(tau: float, delta: float, restart: float, mtbf_s: float) -> float
     return max(0.0, 1.0 - delta / tau - (restart + tau / 2.0) / mtbf_s)
 
 
-def project(split: Goodput, history: History, categories: dict[str, str], mix: Mix,
-            sizes: list[int]) -> Projection | None:
+def project(split: Goodput, history: History, categories: dict[str, str], mix: Mix, sizes: list[int], *,
+            save_s: float | None = None, restart_s: float | None = None) -> Projection | None:
     """The projection table for ``sizes`` GPUs; None when the run measured no interruption or no save.
 
-    ``categories``: fault label -> category, for the faults that fired.
+    ``categories``: fault label -> category, for the faults that fired. ``save_s``, ``restart_s``:
+    the user's real costs, projected in place of the ones measured here (the check on the run
+    itself always uses what was measured).
     """
     per_category: dict[str, list[float]] = {}
     for label, bill in split.by_fault.items():
@@ -96,7 +98,9 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
     # Categories this run saw interrupt: weight each one's median cost by its share of the mix.
     seen = {c: statistics.median(v) for c, v in per_category.items()}
     restart = sum(seen[c] * weights.get(c, 0) for c in seen) / max(1, sum(weights.get(c, 0) for c in seen))
-    delta = statistics.median(saves)
+    measured_delta, measured_restart = statistics.median(saves), restart
+    delta = save_s if save_s is not None else measured_delta
+    restart = restart_s if restart_s is not None else measured_restart
     rate_per_gpu_h = mix.total / (mix.gpus * mix.span_days * 24.0)
     rows = []
     for gpus in sizes:
@@ -105,12 +109,17 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
         daly = young - delta if delta < 2 * mtbf_s else mtbf_s
         rows.append(Row(gpus, mtbf_s / 3600.0, goodput_at(interval, delta, restart, mtbf_s), young, daly,
                         goodput_at(young, delta, restart, mtbf_s)))
-    out = Projection(restart, delta, interval, rows, {
+    measured_by = {
         "restart_s": f"median of {', '.join(RESTART_PARTS)} per interrupting fault, per category "
                      f"({', '.join(f'{c} {v:.2f} s' for c, v in sorted(seen.items()))}), weighted by the mix",
         "save_s": f"median ckpt_begin -> ckpt_commit of {len(saves)} saves",
         "interval_s": "median seconds between consecutive commits of one attempt",
-    })
+    }
+    if restart_s is not None:
+        measured_by["restart_s"] = f"given in the plan (project_restart_s); measured here: {measured_restart:.2f} s"
+    if save_s is not None:
+        measured_by["save_s"] = f"given in the plan (project_save_s); measured here: {measured_delta:.4f} s"
+    out = Projection(restart, delta, interval, rows, measured_by)
     # The model checked on the run itself: its own time between interruptions and their mean cost
     # (not the mix's weights), against the goodput it measured outside start-up and shut-down.
     costs = [c for v in per_category.values() for c in v]
@@ -119,7 +128,7 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
         mtbf_s = training / len(costs)
         out.played = {"interruptions": len(costs), "mtbf_s": round(mtbf_s, 2),
                       "restart_s": round(statistics.mean(costs), 3),
-                      "predicted": round(goodput_at(interval, delta, statistics.mean(costs), mtbf_s), 4),
+                      "predicted": round(goodput_at(interval, measured_delta, statistics.mean(costs), mtbf_s), 4),
                       "measured": round(split.seconds.get("productive", 0.0) / training, 4)}
     return out
 

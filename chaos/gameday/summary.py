@@ -29,6 +29,7 @@ def summarize(history: History, faults: list[FaultRecord], experiment: Any | Non
                                     "category": s.category, "label": s.label, "why": s.why, "fired": s.label in fired}
                                    for s in schedule]}
     projection = project(split, history, {s.label: s.category for s in schedule if s.label in fired},
-                         plan.the_mix, plan.projection_sizes())
+                         plan.the_mix, plan.projection_sizes(), save_s=plan.project_save_s,
+                         restart_s=plan.project_restart_s)
     out["projection"] = projection.as_dict() if projection is not None else None
     return out
