@@ -13,6 +13,7 @@ injected before the job noticed), so each fault category gets its own bill.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,12 +96,46 @@ class Goodput:
                 "how": HOW, "problems": self.problems}
 
 
-def _first(records: list[Record]) -> float | None:
-    return min((r["t"] for r in records), default=None)
+@dataclass
+class _Attempt:
+    spawn: float | None = None
+    joined: float | None = None
+    loads: list[tuple[float, int]] = field(default_factory=list)
+    steps: dict[int, float] = field(default_factory=dict)
 
 
-def _last(records: list[Record]) -> float | None:
-    return max((r["t"] for r in records), default=None)
+def _index(history: History) -> tuple[dict[str, _Attempt], list[Record]]:
+    """One pass over the history: each attempt's marks, and the records that can show a stop was noticed."""
+    attempts: dict[str, _Attempt] = {}
+    signs: list[Record] = []
+    for r in history.records:
+        ev, attempt = r.get("ev"), r.get("attempt")
+        if ev in ("worker_exit", "health", "ckpt_reject", "worker_spawn", "start"):
+            signs.append(r)
+        if attempt is None or ev not in ("worker_spawn", "start", "ckpt_load", "step"):
+            continue
+        a = attempts.setdefault(str(attempt), _Attempt())
+        t = r["t"]
+        if ev == "worker_spawn":
+            a.spawn = t if a.spawn is None else min(a.spawn, t)
+        elif ev == "start":
+            a.joined = t if a.joined is None else max(a.joined, t)
+        elif ev == "ckpt_load":
+            a.loads.append((t, int(r.get("step") or 0)))
+        elif isinstance(r.get("step"), int):
+            a.steps[r["step"]] = min(a.steps.get(r["step"], t), t)
+    return attempts, signs
+
+
+def _first_sign(signs: list[Record], times: list[float], after: float, attempt: str, victims: set[int]) -> float | None:
+    """The first record after ``after`` showing the stop was noticed: a worker exit (not the fault's own
+    victim), a health event, a rejected checkpoint, or the next attempt's first worker or rank."""
+    for r in signs[bisect.bisect_right(times, after):]:
+        ev = r.get("ev")
+        if (ev == "worker_exit" and r.get("worker_pid") not in victims) or ev in ("health", "ckpt_reject") \
+                or (ev in ("worker_spawn", "start") and str(r.get("attempt")) == attempt):
+            return r["t"]
+    return None
 
 
 def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *,
@@ -108,7 +143,8 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
     """Split [launch, exit] of the run in ``history`` into the causes of ``CAUSES``.
 
     ``now``, ``launched``: a run still going (a live view, whose history holds only the workload's
-    records) is split from ``launched`` up to ``now``, its open end as 'unrecovered'.
+    records) is split from ``launched`` up to ``now``, its open end as 'unrecovered'. Linear in the
+    history (a live view recomputes it while a long game day runs).
     """
     launches = history.of("launch")
     exits = history.of("exit")
@@ -120,8 +156,11 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
     T1 = exits[-1]["t"] if exits else now
     finished = bool(history.finals()) and bool(exits) and exits[-1].get("code") == 0
     injected = sorted((f for f in (faults or []) if f.injected and f.t_inject is not None), key=lambda f: f.t_inject)
+    by_attempt, signs = _index(history)
+    sign_times = [r["t"] for r in signs]
     segments: list[Segment] = []
     cursor = T0
+    step_began = float("-inf")  # where the latest step segment began
 
     def add(t: float | None, cause: str, attempt: str | None = None, fault: str | None = None) -> None:
         nonlocal cursor
@@ -133,45 +172,37 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
             cursor = t
 
     high_water = 0
-    attempts = sorted({str(r.get("attempt")) for r in history.of("step", "start", "worker_spawn")
-                       if r.get("attempt") is not None}, key=attempt_key)
+    attempts = sorted(by_attempt, key=attempt_key)
     steps_seen = False
     for n, attempt in enumerate(attempts):
-        spawn = _first(history.of("worker_spawn", attempt=attempt))
-        starts = history.of("start", attempt=attempt)
-        joined = _last(starts)
-        loads = [r for r in history.of("ckpt_load", attempt=attempt) if joined is None or r["t"] >= joined]
-        loaded = _last(loads)
+        a = by_attempt[attempt]
+        loads = [(t, step) for t, step in a.loads if a.joined is None or t >= a.joined]
         if n == 0:
-            add(joined if joined is not None else spawn, "startup", attempt)
+            add(a.joined if a.joined is not None else a.spawn, "startup", attempt)
         else:
             stopped_at = cursor
-            fault = next((f for f in reversed(injected) if f.t_inject <= (spawn or joined or T1)), None)
-            if fault is not None and fault.t_inject < _prev_step_t(segments, stopped_at):
-                fault = None  # injected well before the job stopped: it did not stop it
+            until = a.spawn or a.joined or T1
+            fault = next((f for f in reversed(injected) if f.t_inject <= until), None)
+            if fault is not None and fault.t_inject < step_began:
+                fault = None  # injected before the step that was running when the job stopped: it did not stop it
             charged = fault.label if fault is not None else None
             # The exit of the process the fault itself killed is the fault, not the job noticing it.
             victims = {int(p) for p in fault.details.get("pids", [])} if fault is not None else set()
-            signs = [r["t"] for r in history.records if r.get("t", 0) > stopped_at
-                     and ((r.get("ev") == "worker_exit" and r.get("worker_pid") not in victims)
-                          or r.get("ev") in ("health", "ckpt_reject")
-                          or (r.get("ev") in ("worker_spawn", "start") and str(r.get("attempt")) == attempt))]
-            add(min(signs, default=None), "detection", attempt, charged)
-            add(joined if joined is not None else spawn, "restart", attempt, charged)
-        if any(int(r.get("step") or 0) > 0 for r in loads):
-            add(loaded, "ckpt_load", attempt, segments[-1].fault if segments and n else None)
-        steps: dict[int, float] = {}
-        for r in history.of("step", attempt=attempt):
-            if isinstance(r.get("step"), int):
-                steps[r["step"]] = min(steps.get(r["step"], r["t"]), r["t"])
+            add(_first_sign(signs, sign_times, stopped_at, attempt, victims), "detection", attempt, charged)
+            add(a.joined if a.joined is not None else a.spawn, "restart", attempt, charged)
+        if any(step > 0 for _t, step in loads):
+            add(max(t for t, _s in loads), "ckpt_load", attempt, segments[-1].fault if segments and n else None)
         charged_now = segments[-1].fault if n and segments else None
-        for step, t in sorted(steps.items(), key=lambda kv: kv[1]):
+        for step, t in sorted(a.steps.items(), key=lambda kv: kv[1]):
             steps_seen = True
+            began = cursor
             if step <= high_water:
                 add(t, "recompute", attempt, charged_now)
             else:
                 add(t, "productive", attempt)
                 high_water = step
+            if cursor > began:
+                step_began = began
     add(T1, "shutdown" if finished else "unrecovered", attempts[-1] if attempts else None)
     if not steps_seen:
         problems.append("no step events: nothing to call productive (does the workload speak the protocol, or "
@@ -188,12 +219,6 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
             bill = by_fault.setdefault(s.fault, {})
             bill[s.cause] = bill.get(s.cause, 0.0) + s.seconds
     return Goodput(T1 - T0, seconds, segments, by_fault, median, problems)
-
-
-def _prev_step_t(segments: list[Segment], stopped_at: float) -> float:
-    """Where the step that was running when the job stopped began: a fault from then on ended the attempt."""
-    steps = [s for s in segments if s.cause in ("productive", "recompute") and s.t1 <= stopped_at]
-    return steps[-1].t0 if steps else float("-inf")
 
 
 def save_windows(history: History, *, committed_only: bool = False) -> dict[tuple[str, Any], tuple[float, float]]:
@@ -213,22 +238,28 @@ def save_windows(history: History, *, committed_only: bool = False) -> dict[tupl
 
 
 def _carve_saves(segments: list[Segment], history: History) -> list[Segment]:
-    out = segments
-    for b, e in sorted(save_windows(history).values()):
-        if e <= b:
+    """Cut each save window out of the training segments it overlaps (one sweep: both are in time order)."""
+    carvable = ("productive", "recompute", "shutdown", "slow")
+    windows = sorted((b, e) for b, e in save_windows(history).values() if e > b)
+    out: list[Segment] = []
+    w = 0
+    for s in segments:
+        if s.cause not in carvable:
+            out.append(s)
             continue
-        nxt: list[Segment] = []
-        for s in out:
-            if s.cause not in ("productive", "recompute", "shutdown", "slow") or e <= s.t0 or b >= s.t1:
-                nxt.append(s)
-                continue
-            lo, hi = max(b, s.t0), min(e, s.t1)
-            if lo > s.t0:
-                nxt.append(Segment(s.t0, lo, s.cause, s.attempt, s.fault))
-            nxt.append(Segment(lo, hi, "ckpt_save", s.attempt, s.fault))
-            if hi < s.t1:
-                nxt.append(Segment(hi, s.t1, s.cause, s.attempt, s.fault))
-        out = nxt
+        while w < len(windows) and windows[w][1] <= s.t0:
+            w += 1
+        pos, k = s.t0, w
+        while k < len(windows) and windows[k][0] < s.t1:
+            lo, hi = max(windows[k][0], pos), min(windows[k][1], s.t1)
+            if hi > lo:
+                if lo > pos:
+                    out.append(Segment(pos, lo, s.cause, s.attempt, s.fault))
+                out.append(Segment(lo, hi, "ckpt_save", s.attempt, s.fault))
+                pos = hi
+            k += 1
+        if s.t1 > pos:
+            out.append(Segment(pos, s.t1, s.cause, s.attempt, s.fault))
     return out
 
 

@@ -339,8 +339,13 @@ class Runner:
             state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng, last_inject=self._last_inject)
             self._fire(run, armed, records, state)
             if self.on_poll is not None:
-                self.on_poll(LiveState(now, max_step, max(spawned, key=attempt_key) if spawned else None,
-                                       run.history, records, _upcoming(armed)))
+                try:
+                    self.on_poll(LiveState(now, max_step, max(spawned, key=attempt_key) if spawned else None,
+                                           run.history, records, _upcoming(armed)))
+                except Exception as exc:  # a broken view must not end a game day: drop it, say so, go on
+                    self.on_poll = None
+                    run.log("live_view_error", error=f"{type(exc).__name__}: {exc}")
+                    self.echo(f"live view stopped ({type(exc).__name__}: {exc}); the run goes on")
             code = run.target.exit_code()
             if code is not None:
                 # One last read: events flushed just before the agent exited.

@@ -258,3 +258,19 @@ def test_a_game_day_stop_rule_ends_the_run_with_its_reason(tmp_path: Path) -> No
     assert verdicts["completes"].reason.startswith("game day stopped: no progress for")
     assert verdicts["fault_mix"].verdict == "inconclusive"  # nothing drawn: nothing tested
     assert any(r.get("ev") == "gameday_stop" for r in report.outcome.history.records)
+
+
+def test_a_live_view_that_raises_is_dropped_and_the_run_goes_on(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        checks:
+          - completes: {min_step: 40}
+        """)
+    seen = []
+
+    def view(state) -> None:
+        seen.append(state.max_step)
+        raise RuntimeError("terminal gone")
+
+    report = Runner(exp, runs_root=tmp_path / "runs", on_poll=view).run()
+    assert report.exit_code == 0 and len(seen) == 1
+    assert any(r.get("ev") == "live_view_error" for r in report.outcome.history.records)
