@@ -307,7 +307,9 @@ class _Collector:
             if path[:i] in self.lines:
                 line = self.lines[path[:i]]
                 break
-        self.problems.append(Problem(self.file, line, _fmt_path(path), message))
+        problem = Problem(self.file, line, _fmt_path(path), message)
+        if problem not in self.problems:  # a game day's category override is checked once per drawn fault
+            self.problems.append(problem)
 
     def add_validation(self, base: tuple[Any, ...], exc: ValidationError) -> None:
         for err in exc.errors():
@@ -388,6 +390,15 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         min_nodes = getattr(target_cfg, "min_nodes", None)
         schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
                         nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes)
+        # Every override is checked, drawn or not: a typo must not wait for the seed that draws its category.
+        for name, override in top.gameday.categories.items():
+            if override.fault is None:
+                continue
+            where = ("gameday", "categories", name, "fault")
+            spec = _validate_fault(-1, {**override.fault, "trigger": {"in_training": {"after_s": 0}}}, col, base=where)
+            problem = _target_problem(spec.kind, target_kind) if spec is not None else None
+            if problem:
+                col.add(where + ("kind",), problem)
         for s in schedule:
             where = ("gameday", "categories", s.category, "fault") if s.overridden else ("gameday",)
             faults.append(_validate_fault(len(faults), s.fault, col, base=where))
@@ -424,14 +435,22 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
                 col.add(("known_failure", "checks", i), f"'{name}' is not one of this experiment's checks "
                                                         f"({', '.join(sorted(kinds)) or 'none'})")
     for spec in exp.faults:
-        needs = FAULTS.get(spec.kind).needs_target
-        if needs and target_kind and target_kind not in needs:
-            col.add(("faults", spec.index, "kind"),
-                    f"fault '{spec.kind}' needs nodes with their own addresses: use target "
-                    f"{' or '.join(needs)} (this experiment's target is '{target_kind}')")
+        if spec.index >= len(top.faults):
+            continue  # a game day's drawn fault: checked through its category above
+        problem = _target_problem(spec.kind, target_kind)
+        if problem:
+            col.add(("faults", spec.index, "kind"), problem)
     if col.problems:
         raise ExperimentError(col.problems)
     return exp
+
+
+def _target_problem(kind: str, target_kind: str) -> str | None:
+    needs = FAULTS.get(kind).needs_target
+    if needs and target_kind and target_kind not in needs:
+        return (f"fault '{kind}' needs nodes with their own addresses: use target {' or '.join(needs)} "
+                f"(this experiment's target is '{target_kind}')")
+    return None
 
 
 _SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/mnt", "/opt", "/proc", "/root",

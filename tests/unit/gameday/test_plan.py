@@ -87,6 +87,8 @@ gameday: {gpus: 16384, span_days: 0.5, window_s: 40%s}
     (", categories: {gpus: {scale: 2}}", "unknown category 'gpus'"),
     (", categories: {gpu: {fault: {kind: kill-rank, rnak: 1}}}", "unknown field for fault 'kill-rank'"),
     (", span_days: 3000", "expects"),
+    # A category this seed never draws is still checked (half a day at 16,384 GPUs holds no host fault).
+    (", categories: {host: {fault: {kind: kill-node, node: 1}}}", "needs nodes with their own addresses"),
     (", window_s: 0", "greater than 0"),
 ])
 def test_a_broken_plan_is_refused_with_what_to_change(tmp_path: Path, extra: str, message: str) -> None:
@@ -98,3 +100,4 @@ def test_a_broken_plan_is_refused_with_what_to_change(tmp_path: Path, extra: str
     with pytest.raises(ExperimentError) as exc:
         load_experiment(f)
     assert message in str(exc.value)
+    assert len(exc.value.problems) == len({str(p) for p in exc.value.problems})  # each problem once
