@@ -39,7 +39,6 @@ HOW = {
     "shutdown": "the last step of a finished run to the harness seeing the job exit (final save, digest, teardown)",
     "unrecovered": "the last step of a run that did not finish to its end (timeout, stop rule, crash)",
 }
-PRODUCTIVE = ("productive",)
 
 
 @dataclass
@@ -71,10 +70,6 @@ class Goodput:
     @property
     def goodput(self) -> float | None:
         return self.seconds.get("productive", 0.0) / self.wall_s if self.wall_s > 0 else None
-
-    @property
-    def badput_s(self) -> float:
-        return sum(v for k, v in self.seconds.items() if k not in PRODUCTIVE)
 
     def merged(self) -> list[Segment]:
         """Adjacent segments of one cause, attempt and fault as one (a run of productive steps is one bar)."""

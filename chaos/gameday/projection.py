@@ -90,8 +90,9 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
         if category is None:
             continue
         per_category.setdefault(category, []).append(sum(bill.get(k, 0.0) for k in RESTART_PARTS))
-    saves = _save_stalls(history)
-    interval = _interval(history)
+    windows = save_windows(history, committed_only=True)
+    saves = [e - b for b, e in windows.values()]
+    interval = _interval(windows)
     if not per_category or not saves or interval is None:
         return None
     weights = mix.by_category()
@@ -133,14 +134,10 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
     return out
 
 
-def _save_stalls(history: History) -> list[float]:
-    return [e - b for b, e in save_windows(history, committed_only=True).values()]
-
-
-def _interval(history: History) -> float | None:
+def _interval(windows: dict[tuple[str, Any], tuple[float, float]]) -> float | None:
     """Median seconds between consecutive commits of one attempt (a restart's gap is not an interval)."""
     by_attempt: dict[str, list[float]] = {}
-    for (attempt, _step), (_b, e) in save_windows(history, committed_only=True).items():
+    for (attempt, _step), (_b, e) in windows.items():
         by_attempt.setdefault(attempt, []).append(e)
     gaps = [b - a for times in by_attempt.values() for a, b in zip(sorted(times), sorted(times)[1:])]
     return statistics.median(gaps) if gaps else None

@@ -77,16 +77,22 @@ class Actuator:
             # torchrun restarts every rank from the last checkpoint.
             self.exit(APP_ERROR_EXIT)
         elif decision.action is Action.EXCLUDE:
-            add_exclusion(self.exclusions_file, {
-                "device": decision.device, "bus_id": bus_id, "code": decision.code, "rank": self.rank,
-                "host": os.environ.get("CHAOS_HOST") or socket.gethostname(),
-                "attempt": sdk.attempt_id(), "t": time.time()})
+            record_exclusion(self.exclusions_file, device=decision.device, code=decision.code, rank=self.rank,
+                             bus_id=bus_id)
             # Restarting in place would put the same dead device back in the job: stop the whole
             # launch, so the scheduler (the harness's runner here) relaunches without the device.
             (self.stop_launcher or stop_torchrun)()
             self.exit(EXCLUDE_EXIT)
         elif decision.action is Action.CHECKPOINT:
             self.checkpoint_requested.set()
+
+
+def record_exclusion(path: str, *, device: int | None, code: int | str, rank: int, **extra: Any) -> None:
+    """Record ``device`` as taken out of service by this process (its host and attempt): the relaunch
+    policy (chaos/health/relaunch.py) leaves it out of the next launch."""
+    add_exclusion(path, {"device": device, **extra, "code": code, "rank": rank,
+                         "host": os.environ.get("CHAOS_HOST") or socket.gethostname(),
+                         "attempt": sdk.attempt_id(), "t": time.time()})
 
 
 def stop_torchrun() -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import socket
 import sys
 import threading
 import time
@@ -15,8 +13,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from chaos import sdk
-from chaos.health.exclusions import add_exclusion, exclusions_path
-from chaos.health.monitor import EXCLUDE_EXIT, my_device
+from chaos.health.exclusions import exclusions_path
+from chaos.health.monitor import EXCLUDE_EXIT, my_device, record_exclusion
 from chaos.health.monitor import stop_torchrun as stop_launcher
 from chaos.health.straggler import Straggler, StragglerDetector
 from torch import nn
@@ -210,9 +208,7 @@ class Trainer:
             return False
         self.checkpointer.save(self.step, self.app, reason="straggler")
         if env.rank == named.rank:
-            add_exclusion(str(exclusions_path()), {
-                "device": device, "code": "straggler", "rank": env.rank, "t": time.time(),
-                "host": os.environ.get("CHAOS_HOST") or socket.gethostname(), "attempt": sdk.attempt_id()})
+            record_exclusion(str(exclusions_path()), device=device, code="straggler", rank=env.rank)
         # Leave together after the save, then stop the launch: restarting in place would bring the slow
         # device straight back; the scheduler (the harness's runner here) relaunches without it. Every
         # rank stops its own agent, before any of them exits: an agent that saw a worker exit first
