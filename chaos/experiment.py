@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
 from chaos.checks.base import Check, CheckConfig
 from chaos.errors import ExperimentError, Problem
@@ -39,11 +39,12 @@ class WorkloadConfig(BaseModel):
     """torchrun --max-restarts: how many times the agent restarts the workers after a failure."""
     args: dict[str, Scalar | list[Scalar]] = Field(default_factory=dict)
     """Script arguments, passed as --key value (underscores become dashes); true flags pass as --key."""
-    resume_args: list[str] = Field(default_factory=list)
-    """Keys of ``args`` that change only how a resume happens (which checkpoint it picks, how the loader is
-    restored), never a run without faults: the fault-free golden run leaves them out, so experiments that
-    differ only in them share one golden run. One that does change fault-free training can only make
-    matches_golden fail, never pass."""
+    golden_omits: list[str] = Field(default_factory=list, validation_alias=AliasChoices("golden_omits", "resume_args"))
+    """Keys of ``args`` that never change what a run without faults computes: how a resume happens (which
+    checkpoint it picks, how the loader is restored) and when or how fast things happen (sleeps, save delays,
+    collective timeouts, the checkpoint interval). The fault-free golden run leaves them out (the script's default
+    applies), so experiments that differ only in them share one golden run. One that does change fault-free
+    training can only make matches_golden fail, never pass. (``resume_args``, its first name, still reads.)"""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for the workload."""
     ckpt_dir: str | None = None
@@ -61,15 +62,15 @@ class WorkloadConfig(BaseModel):
     """For workloads that do not speak the event protocol: a regex with a group 'step' matched on their output."""
 
     @model_validator(mode="after")
-    def _resume_args_are_args(self) -> "WorkloadConfig":
-        unknown = [k for k in self.resume_args if k not in self.args]
+    def _golden_omits_are_args(self) -> "WorkloadConfig":
+        unknown = [k for k in self.golden_omits if k not in self.args]
         if unknown:
-            raise ValueError(f"resume_args names {', '.join(unknown)}, not in args ({', '.join(self.args) or 'none'})")
+            raise ValueError(f"golden_omits names {', '.join(unknown)}, not in args ({', '.join(self.args) or 'none'})")
         return self
 
     def golden_args(self) -> dict[str, Any]:
-        """The args of the fault-free reference run: all but ``resume_args``."""
-        return {k: v for k, v in self.args.items() if k not in self.resume_args}
+        """The args of the fault-free reference run: all but ``golden_omits``."""
+        return {k: v for k, v in self.args.items() if k not in self.golden_omits}
 
     @model_validator(mode="after")
     def _one_of_script_command(self) -> "WorkloadConfig":
@@ -163,9 +164,9 @@ class Experiment:
             for helper in sorted(script.parent.rglob("*.py")):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
-        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd", "resume_args"})
+        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits"})
         payload["args"] = self.workload.golden_args()
-        payload["target"] = self.target.model_dump()
+        payload["target"] = self.target.golden_key()
         payload["seed"] = self.seed
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
         try:

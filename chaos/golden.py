@@ -108,7 +108,7 @@ class Golden:
         exp.faults = []
         exp.checks = []
         exp.workload = self.experiment.workload.model_copy(
-            update={"ckpt_dir": None, "args": self.experiment.workload.golden_args(), "resume_args": []})
+            update={"ckpt_dir": None, "args": self.experiment.workload.golden_args(), "golden_omits": []})
         report = Runner(exp, runs_root=self.runs_root).run()
         o = report.outcome
         if o.exit_code != 0 or not o.history.finals():

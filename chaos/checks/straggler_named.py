@@ -1,4 +1,5 @@
-"""``straggler_named``: the stack noticed each straggler: a health event named the slowed rank within a bound (and, by policy, ejected it)."""
+"""``straggler_named``: the stack noticed each straggler and each degraded link: a health event named the slowed
+rank (or a rank sending over the degraded node's link) within a bound, and, by policy, ejected a slow rank."""
 
 from __future__ import annotations
 
@@ -10,32 +11,87 @@ from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunO
 from chaos.health.exclusions import exclusions_path, read_exclusions
 
 
+SOURCES = {"straggler": "straggler", "link": "network-degrade"}
+"""Health event source -> the fault kind that slows what it names."""
+
+
 class StragglerNamedConfig(CheckConfig):
     within_s: float = Field(default=15.0, gt=0)
-    """A health event from source 'straggler' naming the slowed rank within this many seconds of the slowdown."""
+    """A health event naming the slowed rank (source 'straggler'), or a rank on the degraded node (source 'link',
+    for a network-degrade fault), within this many seconds of the slowdown."""
     eject: bool = False
-    """Also require the ejection: the rank's device recorded as excluded and a relaunch with fewer ranks."""
+    """Also require the ejection of a slowed rank: its device recorded as excluded and a relaunch with fewer ranks
+    (a slow link is judged on being named: leaving a node out is the scheduler's call)."""
 
 
 class StragglerNamed(Check, kind="straggler_named"):
-    """The stack noticed each straggler: a health event named the slowed rank within a bound (and, by policy, ejected it)."""
+    """The stack noticed each straggler and each degraded link: a health event named the slowed rank (or a rank
+    sending over the degraded node's link) within a bound, and, by policy, ejected a slow rank."""
 
     Config = StragglerNamedConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        slowed = [f for f in outcome.injected_faults if f.kind == "straggler"]
+        slowed = [f for f in outcome.injected_faults if f.kind in ("straggler", "network-degrade")]
         if not slowed:
-            return self.inconclusive("no straggler fault was injected, so there was no slow rank to name "
-                                     "(did the trigger fire?)")
+            return self.inconclusive("no straggler or network-degrade fault was injected, so there was no slow rank "
+                                     "or link to name (did the trigger fire?)")
+        false_alarm = self._false_alarm(slowed, outcome)
+        if false_alarm:
+            return self.failed(false_alarm)
         figures: dict[str, Any] = {}
         for fault in slowed:
-            problem, figs = self._judge(fault, outcome)
+            judge = self._judge if fault.kind == "straggler" else self._judge_link
+            problem, figs = judge(fault, outcome)
             figures[fault.label] = figs
             if problem:
                 return self.failed(f"{fault.label}: {problem}", **figures)
-        return self.passed("; ".join(f"{k}: rank {v['rank']} named in {v['detect_s']} s ({v['ratio']}x its peers' "
-                                     f"own time){', ejected' if v.get('ejected') else ''}"
-                                     for k, v in figures.items()), **figures)
+        return self.passed("; ".join(self._said(v) for v in figures.values()), **figures)
+
+    def _false_alarm(self, slowed: list[FaultRecord], outcome: RunOutcome) -> str | None:
+        """A name given while nothing of its kind was slowed. Without this, a detector that names a rank every
+        few steps whatever happens would pass whenever that rank happens to be the one slowed."""
+        windows = {source: [((f.t_inject or 0.0), (f.t_release or f.t_revert or float("inf")) + self.config.within_s)
+                            for f in slowed if f.kind == kind]
+                   for source, kind in SOURCES.items()}
+        for r in outcome.history.of("health"):
+            source = r.get("source")
+            if source in windows and not any(t0 <= r.get("t", 0) <= end for t0, end in windows[source]):
+                what = "rank" if source == "straggler" else "link of rank"
+                return (f"{what} {r.get('slow_rank')} on {r.get('host', '?')} was named slow at step "
+                        f"{r.get('step', '?')} ({r.get('ratio')}x) while no {SOURCES[source]} fault was acting: "
+                        f"a false alarm (detector too sensitive for this machine? raise the factor or the window)")
+        return None
+
+    @staticmethod
+    def _said(v: dict[str, Any]) -> str:
+        if "nodes" in v:
+            return (f"{'/'.join(v['nodes'])}'s link named (rank {v['rank']}) in {v['detect_s']} s "
+                    f"({v['ratio']}x its peers' probe time)")
+        return (f"rank {v['rank']} named in {v['detect_s']} s ({v['ratio']}x its peers' own time)"
+                f"{', ejected' if v.get('ejected') else ''}")
+
+    def _judge_link(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
+        """A network-degrade fault slows the degraded nodes' outgoing traffic: a rank on one of them must be named."""
+        nodes = [str(n) for n in fault.details.get("nodes") or []]
+        t0 = fault.t_inject or 0.0
+        end = (fault.t_release or fault.t_revert or float("inf")) + self.config.within_s
+        named = [r for r in outcome.history.of("health") if r.get("source") == "link" and t0 <= r.get("t", 0) <= end]
+        figs: dict[str, Any] = {"nodes": nodes, "rank": None, "detect_s": None, "ratio": None,
+                                "named": [f"rank {r.get('slow_rank')} on {r.get('host')}" for r in named]}
+        if not nodes:
+            return "the fault recorded no node whose link it degraded", figs
+        if not named:
+            return (f"no link health event while {', '.join(nodes)}'s link was degraded: is the workload's link probe "
+                    f"on (workloads/ddp.py --link-probe-every 5; chaos.health.link for your own loop)?", figs)
+        wrong = [r for r in named if r.get("host") not in nodes]
+        if wrong:
+            return (f"the link of rank {wrong[0].get('slow_rank')} on {wrong[0].get('host')} was named, but "
+                    f"{', '.join(nodes)}'s was the one degraded", figs)
+        first = named[0]
+        figs.update(rank=first.get("slow_rank"), detect_s=round(first["t"] - t0, 3), ratio=first.get("ratio"))
+        if figs["detect_s"] > self.config.within_s:
+            return f"named {figs['detect_s']} s after the degradation began (bound {self.config.within_s:g} s)", figs
+        return None, figs
 
     def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
         c = self.config

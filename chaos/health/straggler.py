@@ -41,6 +41,9 @@ class StragglerDetector:
     factor: float = 1.5
     window: int = 10
     patience: int = 2
+    floor_s: float = 0.0
+    """The peers' median is taken as at least this: with times near zero (a fast link answers in well under a
+    millisecond) scheduler noise alone can make one rank "1.5x" another, and a ratio of noise names no one."""
     _rows: list[list[float]] = field(default_factory=list)
     _suspect: int | None = None
     _streak: int = 0
@@ -56,7 +59,7 @@ class StragglerDetector:
         medians = [statistics.median(row[r] for row in self._rows) for r in range(self.world_size)]
         self._rows.clear()
         slow = max(range(self.world_size), key=lambda r: medians[r])
-        peers = statistics.median(m for r, m in enumerate(medians) if r != slow)
+        peers = max(statistics.median(m for r, m in enumerate(medians) if r != slow), self.floor_s)
         ratio = medians[slow] / peers if peers > 0 else float("inf")
         if ratio < self.factor:
             self._suspect, self._streak, self._named = None, 0, None

@@ -17,6 +17,14 @@ from chaos.registry import TARGETS
 class TargetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
+    GOLDEN_NEUTRAL: ClassVar[frozenset[str]] = frozenset()
+    """Fields that shape what happens after a fault (spare capacity, how long a scheduler waits), never what a
+    fault-free run computes: left out of the golden cache key, so experiments differing only in them share
+    one golden run. Conservative by design: a field belongs here only when the ranks' layout cannot change."""
+
+    def golden_key(self) -> dict[str, Any]:
+        return self.model_dump(exclude=set(self.GOLDEN_NEUTRAL))
+
 
 @dataclass
 class Node:

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import psutil
 from pydantic import Field, model_validator
@@ -91,6 +91,9 @@ class SlurmConfig(NetnsConfig):
     shared_dir: str | None = None
     """existing (required): a directory every node sees at the same path; the run directory (events,
     checkpoints, the job's scripts) must be inside it: ``chaos run --runs-dir SHARED_DIR/runs``."""
+    GOLDEN_NEUTRAL: ClassVar[frozenset[str]] = frozenset(
+        {"spare_nodes", "requeue_delay_s", "slurmd_timeout_s", "term_before_end_s", "preempt_partition"})
+
     preempt_partition: str | None = None
     """existing: a partition whose jobs preempt the run's (higher PriorityTier), for the preempt fault."""
     spare_nodes: int = Field(default=0, ge=0, le=8)

@@ -136,12 +136,15 @@ def test_every_registered_fault_and_check_has_an_example_experiment() -> None:
     assert set(CHECKS.kinds()) <= used_checks, f"checks without an example: {set(CHECKS.kinds()) - used_checks}"
 
 
-def test_resume_args_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
+def test_golden_omits_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
     base = "name: e\nworkload: {script: workloads/ddp.py, args: {steps: 4, fix: true}%s}\ntarget: local\nchecks: [{completes: {}}]\n"
     plain = load_experiment(tmp_path / "a.yaml", base.replace("fix: true", "") % "")
-    shared = load_experiment(tmp_path / "b.yaml", base % ", resume_args: [fix]")
+    shared = load_experiment(tmp_path / "b.yaml", base % ", golden_omits: [fix]")
     other = load_experiment(tmp_path / "c.yaml", base % "")
     assert shared.workload.golden_args() == {"steps": 4}
     assert shared.workload_hash() == plain.workload_hash() != other.workload_hash()
-    with pytest.raises(Exception, match="resume_args names nope, not in args"):
-        load_experiment(tmp_path / "d.yaml", base % ", resume_args: [nope]")
+    # Its first name still reads, so experiment files written with it keep working.
+    old_name = load_experiment(tmp_path / "e.yaml", base % ", resume_args: [fix]")
+    assert old_name.workload.golden_args() == {"steps": 4} and old_name.workload_hash() == plain.workload_hash()
+    with pytest.raises(Exception, match="golden_omits names nope, not in args"):
+        load_experiment(tmp_path / "d.yaml", base % ", golden_omits: [nope]")

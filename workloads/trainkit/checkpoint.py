@@ -25,6 +25,7 @@ import os
 import re
 import secrets
 import shutil
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -42,13 +43,20 @@ from chaos.checkpoint.manifest import (
     write_manifest,
 )
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential
-from torch.distributed.checkpoint.api import CheckpointException
 
 from .dist import Comm
 
-# torch.distributed.checkpoint wraps every rank's error (ENOSPC mid dcp.save, a torn shard on load)
-# in CheckpointException, which derives from BaseException: `except Exception` lets it crash the job.
-RECOVERABLE = (Exception, CheckpointException)
+
+def recoverable() -> tuple[type[BaseException], ...]:
+    """What a save or load may raise and the job survive.
+
+    torch.distributed.checkpoint wraps every rank's error (ENOSPC mid dcp.save, a torn shard on load)
+    in CheckpointException, which derives from BaseException: `except Exception` lets it crash the
+    job. It is looked up, not imported: importing DCP pulls in DTensor and sympy, 0.7 s of CPU per
+    rank start that a DDP rank (torch.save format) never needs, and nothing raises it before the
+    DCP format has imported it."""
+    api = sys.modules.get("torch.distributed.checkpoint.api")
+    return (Exception, api.CheckpointException) if api is not None else (Exception,)
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +238,7 @@ class CheckpointManager:
             step = 0
             try:
                 step = self.fmt.load(path, app, self.comm)
-            except RECOVERABLE as exc:  # any rank's failure rejects the candidate on all ranks
+            except recoverable() as exc:  # any rank's failure rejects the candidate on all ranks
                 error = _describe(exc, self.comm.rank)
             errors = [e for e in self.comm.all_gather(error) if e]
             if errors:
@@ -340,7 +348,7 @@ class CheckpointManager:
             self.fmt.write_local(staged, tmp, comm.rank)
             if self.write_delay_s:
                 time.sleep(self.write_delay_s)  # not self.sleep: that one is the retry backoff tests fake
-        except RECOVERABLE as exc:  # a local failure must still reach the agreement below
+        except recoverable() as exc:  # a local failure must still reach the agreement below
             error = _describe(exc, comm.rank)
         self._agree(comm, error, tmp)
         outcome: tuple[str | None, int] = (None, 0)

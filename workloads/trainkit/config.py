@@ -91,6 +91,15 @@ class TrainConfig:
     straggler_policy: str = "alert"
     """alert: only the health event. eject: also save now, record the slow rank's device as excluded and stop the launch, so the scheduler relaunches without it."""
 
+    link_probe_every: int = 0
+    """Every N steps, time a ring exchange of link_probe_kb between ranks and name, in a health event, a rank whose outgoing link is link_factor times slower than its peers' (0: no link probe). Own time cannot see a slow link: every rank waits for it alike."""
+
+    link_probe_kb: int = 256
+    """Payload of each rank's probe: large enough that a capped link takes milliseconds, small enough to cost nothing on a healthy one."""
+
+    link_factor: float = 3.0
+    """How many times its peers' probe time a link must take, in two windows of 3 probes in a row, to be named."""
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written right below each dataclass field, by field name."""

@@ -16,6 +16,7 @@ from chaos import sdk
 from chaos.health.exclusions import exclusions_path
 from chaos.health.monitor import EXCLUDE_EXIT, my_device, record_exclusion
 from chaos.health.monitor import stop_torchrun as stop_launcher
+from chaos.health.link import LinkMonitor
 from chaos.health.straggler import Straggler, StragglerDetector
 from torch import nn
 
@@ -131,6 +132,8 @@ class Trainer:
         self.model.train()
         detector = (StragglerDetector(env.world_size, factor=cfg.straggler_factor, window=cfg.straggler_window)
                     if cfg.straggler_factor > 0 else None)
+        links = (LinkMonitor(env.world_size, every=cfg.link_probe_every, nbytes=cfg.link_probe_kb * 1024,
+                             factor=cfg.link_factor) if cfg.link_probe_every > 0 else None)
         # Own time: the part of a step outside collectives (the backward's gradient all-reduce and the
         # step's all-reduce below). A straggler's grows; its peers spend the difference waiting.
         mark = time.monotonic()
@@ -172,6 +175,10 @@ class Trainer:
             named = detector.observe(self.step, total[2:].tolist()) if detector is not None else None
             if named is not None and self.on_straggler(named):
                 return
+            # A collective at the same step on every rank, after the step's own: all ranks join it.
+            slow_link = links.probe(self.step) if links is not None else None
+            if slow_link is not None:
+                self.on_slow_link(slow_link, links)
             if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
             # checkpoint_due() is a collective: every rank agrees to save now when a degrading GPU asks.
@@ -217,6 +224,18 @@ class Trainer:
         stop_launcher()
         self.ejected = True
         return True
+
+    def on_slow_link(self, named: Straggler, links: LinkMonitor) -> None:
+        """Every rank names the same slow link at the same probe; its sender reports it (alert only: leaving
+        a node out is the scheduler's call, with the node's name in the event)."""
+        env = self.env
+        assert env is not None
+        if env.rank == named.rank:
+            sdk.health(source="link", code="slow_link", device=my_device(env.local_rank), action="alert",
+                       slow_rank=named.rank, to_rank=(named.rank + 1) % env.world_size, ratio=named.ratio,
+                       link_s=named.own_s, peers_s=named.peers_s, probe_bytes=links.nbytes)
+        log.warning("rank %d's link to rank %d is slow: %.4f s per probe, %.2fx its peers'", named.rank,
+                    (named.rank + 1) % env.world_size, named.own_s, named.ratio)
 
     def finish(self) -> None:
         self.checkpointer.close()

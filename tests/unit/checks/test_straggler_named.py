@@ -41,11 +41,43 @@ def test_silence_the_wrong_rank_or_too_late_fails() -> None:
     assert late.verdict == "fail" and "bound 5" in late.reason
 
 
-def test_a_name_from_before_the_slowdown_does_not_count() -> None:
-    assert judge([named(90.0, 1)]).verdict == "fail"
+def test_a_name_from_before_the_slowdown_is_a_false_alarm() -> None:
+    r = judge([named(90.0, 1)])
+    assert r.verdict == "fail" and "false alarm" in r.reason
 
 
-def test_no_straggler_injected_is_inconclusive() -> None:
+def test_a_detector_that_names_a_rank_all_the_time_fails_even_when_it_is_right() -> None:
+    # The lying history: rank 1 named every second, before, during and long after the slowdown.
+    r = judge([named(float(t), 1) for t in range(95, 140)], within_s=5)
+    assert r.verdict == "fail" and "false alarm" in r.reason
+
+
+def degraded(node: str = "node1") -> FaultRecord:
+    return FaultRecord(index=0, kind="network-degrade", label="network-degrade#0", t_inject=100.0, t_revert=112.0,
+                       details={"nodes": [node], "rate_mbit": 20.0})
+
+
+def link_named(t: float, rank: int, host: str) -> dict:
+    return {"ev": "health", "t": t, "attempt": "0.0", "rank": rank, "host": host, "source": "link",
+            "code": "slow_link", "device": 0, "action": "alert", "slow_rank": rank, "to_rank": 0, "ratio": 21.8}
+
+
+def test_a_degraded_link_is_named_by_a_rank_on_its_node() -> None:
+    r = judge([link_named(102.3, 1, "node1")], fault=degraded())
+    assert r.verdict == "pass" and "node1's link named (rank 1) in 2.3 s" in r.reason
+
+
+def test_a_degraded_link_unnamed_misnamed_or_named_late_fails() -> None:
+    assert "no link health event" in judge([], fault=degraded()).reason
+    wrong = judge([link_named(102.0, 0, "node0")], fault=degraded())
+    assert wrong.verdict == "fail" and "node1's was the one degraded" in wrong.reason
+    late = judge([link_named(110.0, 1, "node1")], fault=degraded(), within_s=5)
+    assert late.verdict == "fail" and "bound 5" in late.reason
+    # A compute straggler's name is not a link's: it does not answer a network-degrade fault.
+    assert judge([named(102.0, 1)], fault=degraded()).verdict == "fail"
+
+
+def test_nothing_slowed_is_inconclusive() -> None:
     fault = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=100.0)
     assert judge([named(103.0, 1)], fault=fault).verdict == "inconclusive"
 
