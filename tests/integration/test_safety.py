@@ -18,12 +18,14 @@ Before the interrupt the same inspection must find the run's processes, so the c
 A fault kind without an example experiment and without an entry in ``SCENARIO_OVERRIDES`` fails.
 
 The interrupt paths test the harness's own bookkeeping (ledger, process inventory, reverts), which
-does not depend on what the workers compute. For the kinds whose fault acts on processes or on the
-checkpoint directory's filesystem (not on a checkpoint's contents, a GPU monitor or a multi-node
-rendezvous) they run under tests/fixtures/fake_torchrun.py, a torch-free agent with torchrun's
-process tree and environment, which starts in a fraction of a second instead of the ~10 CPU-seconds
-of a torchrun + two ranks on a 2-core runner. Every other kind, and kill-rank under SIGINT, run
-under the real torch workload; every kind also runs to its end and reverts in experiments/.
+does not depend on what the workers compute. Every kind whose fault acts on processes, on the
+checkpoint directory's filesystem, on the nodes' network, on the XID sink or on a Slurm node (not
+on a checkpoint's contents) runs under tests/fixtures/fake_torchrun.py: a torch-free agent with
+torchrun's process tree and environment, one per node on multi-node targets, which starts in a
+fraction of a second instead of the ~10 CPU-seconds of a torchrun + two ranks on a 2-core runner.
+corrupt-checkpoint, requeue (its job is requeued at once without torch's slow teardown, so nothing
+is left alive to interrupt) and kill-rank under SIGINT run under the real torch workload; every kind also
+runs to its end and reverts under the real workload in experiments/.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ INJECT_TIMEOUT_S = 240.0
 EXIT_TIMEOUT_S = 90.0
 
 FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
-FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage"}
-"""Kinds whose SIGKILL/SIGTERM paths run under the torch-free agent (see the module docstring)."""
+FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage", "partition",
+           "network-degrade", "kill-node", "xid", "preempt"}
+"""Kinds whose interrupt paths run under the torch-free agent (see the module docstring)."""
 
 SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {
     # A stopped rank must stay stopped until the interrupt: no process-group timeout restarting it.
@@ -103,8 +106,9 @@ def scenario(kind: str, tmp: Path, fake: bool = False) -> Path:
     workload["max_restarts"] = 100
     if fake:
         assert kind in FAKE_OK, f"{kind} needs its real workload"
-        workload = {"command": [sys.executable, str(FAKE_TORCHRUN), "--nproc", "2", "--max-restarts", "100",
-                                "--steps", "100000", "--ckpt-every", "5", "--step-sleep", "0.05"]}
+        workload = {"command": [sys.executable, str(FAKE_TORCHRUN), "--nproc", str(workload.get("nproc_per_node", 2)),
+                                "--max-restarts", "100", "--steps", "100000", "--ckpt-every", "5",
+                                "--step-sleep", "0.05", "--nnodes", "{nnodes}", "--node-rank", "{node_rank}"]}
     doc = {"name": "safety-" + re.sub(r"[^A-Za-z0-9._-]", "-", kind), "workload": workload,
            "target": raw.get("target", "local"), "faults": faults, "checks": [], "timeout_s": 3600,
            "seed": raw.get("seed", 0)}
