@@ -24,6 +24,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="collect every *.yaml as an experiment, not only files in an 'experiments' folder")
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    """Every test's CPU seconds (this process and every descendant it reaped: torchrun, its ranks, the golden
+    run) as the junit property ``cpu_s``. On a CPU-bound runner wall time says who was slowed; CPU time says
+    who did the work (ci/bench/suite_cpu.py sums it per file from the junit XML)."""
+    import resource
+
+    def used() -> float:
+        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+    before = used()
+    yield
+    item.user_properties.append(("cpu_s", round(used() - before, 2)))
+
+
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.suffix not in (".yaml", ".yml"):
         return None

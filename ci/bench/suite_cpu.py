@@ -1,0 +1,63 @@
+"""Where the test suite's CPU goes: per test file (or experiment) and per test, from a junit XML.
+
+    bash scripts/test.sh --junitxml=/tmp/suite.xml
+    python ci/bench/suite_cpu.py /tmp/suite.xml [--top 30]
+
+The pytest plugin records each test's CPU seconds (its process and every descendant it reaped:
+torchrun, the ranks, a golden run) as the junit property ``cpu_s``. On a 2-core runner the suite
+is CPU-bound, so wall time per test mostly says how crowded the box was; CPU seconds say what
+each test costs, and their sum over the cores is the floor of the suite's wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import xml.etree.ElementTree as ET
+
+from rich.console import Console
+from rich.table import Table
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("junit", help="junit XML of a pytest run (--junitxml)")
+    ap.add_argument("--top", type=int, default=25, help="rows per table")
+    ap.add_argument("--cores", type=int, default=2, help="cores of the runner, for the wall-time floor")
+    a = ap.parse_args()
+    rows = []
+    for case in ET.parse(a.junit).iter("testcase"):
+        props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if "cpu_s" not in props:
+            continue
+        rows.append((case.get("classname") or "", case.get("name") or "", float(case.get("time") or 0),
+                     float(props["cpu_s"])))
+    if not rows:
+        print(f"{a.junit}: no test carries a cpu_s property (run with the chaos pytest plugin installed)")
+        return 1
+    by_file: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for cls, _name, wall, cpu in rows:
+        f = by_file[cls]
+        f[0] += 1
+        f[1] += wall
+        f[2] += cpu
+    total = sum(r[3] for r in rows)
+    console = Console()
+    files = Table(title=f"CPU by file: {total:.0f} CPU-s in {len(rows)} tests; floor on {a.cores} cores "
+                        f"{total / a.cores / 60:.1f} min")
+    for col in ("file", "tests", "wall s", "CPU s", "share"):
+        files.add_column(col, justify="left" if col == "file" else "right")
+    for cls, (n, wall, cpu) in sorted(by_file.items(), key=lambda kv: -kv[1][2])[:a.top]:
+        files.add_row(cls, str(n), f"{wall:.1f}", f"{cpu:.1f}", f"{cpu / total:.1%}")
+    console.print(files)
+    tests = Table(title="CPU by test")
+    for col in ("test", "wall s", "CPU s"):
+        tests.add_column(col, justify="left" if col == "test" else "right")
+    for cls, name, wall, cpu in sorted(rows, key=lambda r: -r[3])[:a.top]:
+        tests.add_row(f"{cls.rsplit('.', 1)[-1]}::{name}", f"{wall:.1f}", f"{cpu:.1f}")
+    console.print(tests)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
