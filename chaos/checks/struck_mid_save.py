@@ -1,0 +1,72 @@
+"""``struck_mid_save``: each kill struck while a save was being written, and that save never committed.
+
+A kill-during-save experiment proves something only when its kill tore a save. On a busy machine
+the trigger (a ckpt_begin plus a delay) can land after the save committed, or before it began, and
+then the experiment tested an ordinary kill between saves: its other checks pass and say nothing
+about torn checkpoints. This check fails that vacuous run, from the run's own records: at the
+moment the fault struck, a ``ckpt_begin`` of its attempt had no ``ckpt_commit`` yet, and none came
+afterwards in that attempt.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+
+
+class StruckMidSaveConfig(CheckConfig):
+    faults: list[str] = Field(default_factory=lambda: ["kill-rank", "kill-node"])
+    """Fault kinds that must each strike inside a save (the others in the experiment are not judged)."""
+
+
+class StruckMidSave(Check, kind="struck_mid_save"):
+    """Each kill struck while a save was being written, and that save never committed: the experiment really tested a torn save."""
+
+    Config = StruckMidSaveConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        faults = [f for f in outcome.injected_faults if f.kind in self.config.faults]
+        if not faults:
+            return self.inconclusive(f"no {' or '.join(self.config.faults)} fault was injected, so no save can have "
+                                     f"been torn (did the trigger fire? see harness.jsonl)")
+        if not outcome.history.of("ckpt_begin"):
+            return self.inconclusive("the workload reported no ckpt_begin, so when its saves were open is unknown; "
+                                     "report saves with chaos.sdk ckpt_begin/ckpt_commit (or a chaos.integrations "
+                                     "callback)")
+        figures: dict[str, Any] = {}
+        for fault in faults:
+            problem, figs = self._judge(fault, outcome)
+            figures[fault.label] = figs
+            if problem:
+                return self.failed(f"{fault.label}: {problem}", **figures)
+        return self.passed("; ".join(f"{k} struck {v['into_save_s']} s into the step-{v['step']} save of attempt "
+                                     f"{v['attempt']}, which never committed" for k, v in figures.items()), **figures)
+
+    @staticmethod
+    def _judge(fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
+        h = outcome.history
+        t = fault.t_inject or 0.0
+        attempt = fault.details.get("attempt") or fault.recovery.get("attempt_before")
+        figs: dict[str, Any] = {"attempt": attempt, "step": None, "into_save_s": None}
+        if attempt is None:
+            return "the fault recorded no attempt it struck", figs
+        attempt = str(attempt)
+        begins = [r for r in h.of("ckpt_begin", attempt=attempt) if r.get("t", 0) <= t]
+        if not begins:
+            return f"it struck attempt {attempt} before any save began: no save was torn", figs
+        last = max(begins, key=lambda r: r.get("t", 0))
+        step = last.get("step")
+        figs.update(step=step, into_save_s=round(t - last.get("t", 0), 3))
+        commits = [r for r in h.of("ckpt_commit", attempt=attempt) if r.get("step") == step]
+        before = [r for r in commits if r.get("t", 0) <= t]
+        if before:
+            return (f"the step-{step} save had committed {round(t - before[0]['t'], 3)} s before it struck: it "
+                    f"killed a job between saves, not a save (shorten the trigger's delay_s, or widen the write "
+                    f"window with a save delay)"), figs
+        if commits:
+            return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save still committed "
+                    f"{round(commits[0]['t'] - t, 3)} s later: nothing was torn"), figs
+        return None, figs
