@@ -26,8 +26,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Every test's CPU seconds (this process and every descendant it reaped: torchrun, its ranks, the golden
-    run) as the junit property ``cpu_s``. On a CPU-bound runner wall time says who was slowed; CPU time says
+    """Every test's CPU seconds in its call (this process and every descendant it reaped: torchrun, its ranks,
+    the golden run; a fixture's runs are in none) as the junit property ``cpu_s``. On a CPU-bound runner wall time says who was slowed; CPU time says
     who did the work (ci/bench/suite_cpu.py sums it per file from the junit XML)."""
     import resource
 

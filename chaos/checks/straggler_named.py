@@ -57,8 +57,9 @@ class StragglerNamed(Check, kind="straggler_named"):
             source = r.get("source")
             if source in windows and not any(t0 <= r.get("t", 0) <= end for t0, end in windows[source]):
                 what = "rank" if source == "straggler" else "link of rank"
-                return (f"{what} {r.get('slow_rank')} on {r.get('host', '?')} was named slow at step "
-                        f"{r.get('step', '?')} ({r.get('ratio')}x) while no {SOURCES[source]} fault was acting: "
+                when = f"step {r['step']}" if "step" in r else f"attempt {r.get('attempt', '?')}"
+                return (f"{what} {r.get('slow_rank')} on {r.get('host', '?')} was named slow at {when} "
+                        f"({r.get('ratio')}x) while no {SOURCES[source]} fault was acting: "
                         f"a false alarm (detector too sensitive for this machine? raise the factor or the window)")
         return None
 

@@ -208,7 +208,7 @@ class Trainer:
         if env.rank == named.rank:
             sdk.health(source="straggler", code="slow_rank", device=device, action="exclude" if eject else "alert",
                        slow_rank=named.rank, ratio=named.ratio, own_s=named.own_s, peers_s=named.peers_s,
-                       window=cfg.straggler_window)
+                       window=cfg.straggler_window, step=named.step)
         log.warning("rank %d is a straggler: own time %.4f s per step, %.2fx its peers' (%s)", named.rank,
                     named.own_s, named.ratio, "ejecting it" if eject else "alert only")
         if not eject:
@@ -233,7 +233,7 @@ class Trainer:
         if env.rank == named.rank:
             sdk.health(source="link", code="slow_link", device=my_device(env.local_rank), action="alert",
                        slow_rank=named.rank, to_rank=(named.rank + 1) % env.world_size, ratio=named.ratio,
-                       link_s=named.own_s, peers_s=named.peers_s, probe_bytes=links.nbytes)
+                       link_s=named.own_s, peers_s=named.peers_s, probe_bytes=links.nbytes, step=named.step)
         log.warning("rank %d's link to rank %d is slow: %.4f s per probe, %.2fx its peers'", named.rank,
                     (named.rank + 1) % env.world_size, named.own_s, named.ratio)
 
