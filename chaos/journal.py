@@ -37,7 +37,7 @@ def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:
         "faults": [asdict(f) for f in o.faults],
         "checks": [asdict(c) for c in report.checks],
         "revert_failures": report.revert_failures,
-        **summarize(o.history, o.faults, o.experiment),
+        **summarize(o.history, o.faults, o.experiment, o.goodput),
     }
 
 

@@ -6,6 +6,7 @@ checks, faults, the runner, the journal and every renderer read the same types w
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Literal
@@ -14,6 +15,7 @@ from chaos.events import History
 
 if TYPE_CHECKING:
     from chaos.experiment import Experiment
+    from chaos.goodput import Goodput
 
 Verdict = Literal["pass", "fail", "inconclusive", "error"]
 """pass: proven from evidence. fail: the evidence shows a problem. inconclusive: the evidence needed
@@ -73,6 +75,14 @@ class RunOutcome:
     @property
     def injected_faults(self) -> list[FaultRecord]:
         return [f for f in self.faults if f.injected]
+
+    @functools.cached_property
+    def goodput(self) -> "Goodput":
+        """The run's goodput split, computed once: the ``goodput`` check and the journal both read it (the
+        outcome is built after the run ended, so its history no longer changes)."""
+        from chaos.goodput import compute_goodput
+
+        return compute_goodput(self.history, self.faults)
 
 
 @dataclass

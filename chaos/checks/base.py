@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,3 +43,16 @@ class Check:
     def inconclusive(self, reason: str, **figures: Any) -> CheckResult:
         """The evidence this check needs is missing: say which, and how to provide it. Exits 1, never a pass."""
         return CheckResult(self.kind, "inconclusive", reason, figures)
+
+    def judge_each(self, faults: list[FaultRecord],
+                   judge: Callable[[FaultRecord], tuple[str | None, dict[str, Any]]]) -> tuple[CheckResult | None, dict[str, Any]]:
+        """Judge ``faults`` in order with ``judge(fault) -> (problem or None, figures)``. The first problem
+        fails the check, naming its fault, with the figures of every fault judged so far; without one,
+        (None, figures by fault label) for the caller's pass."""
+        figures: dict[str, Any] = {}
+        for fault in faults:
+            problem, figs = judge(fault)
+            figures[fault.label] = figs
+            if problem:
+                return self.failed(f"{fault.label}: {problem}", **figures), figures
+        return None, figures

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.goodput import CAUSES, compute_goodput
+from chaos.goodput import CAUSES
 
 
 class GoodputConfig(CheckConfig):
@@ -19,7 +19,7 @@ class GoodputCheck(Check, kind="goodput"):
     Config = GoodputConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        split = compute_goodput(outcome.history, outcome.faults)
+        split = outcome.goodput
         figures = split.as_dict()
         if split.problems:
             return self.inconclusive("; ".join(split.problems), **figures)

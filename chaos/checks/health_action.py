@@ -42,12 +42,9 @@ class HealthAction(Check, kind="health_action"):
         xids = [f for f in outcome.injected_faults if f.kind == "xid"]
         if not xids:
             return self.inconclusive("no xid fault was injected, so no health action can be judged (did the trigger fire?)")
-        figures: dict[str, Any] = {}
-        for fault in xids:
-            problem, figs = self._judge(fault, outcome)
-            figures[fault.label] = figs
-            if problem:
-                return self.failed(f"{fault.label}: {problem}", **figures)
+        failed, figures = self.judge_each(xids, lambda fault: self._judge(fault, outcome))
+        if failed:
+            return failed
         summary = "; ".join(f"{k}: {v['actions']} by rank {v['rank']} in {v['detect_s']} s" for k, v in figures.items())
         return self.passed(summary, **figures)
 

@@ -38,21 +38,16 @@ class StragglerNamed(Check, kind="straggler_named"):
         false_alarm = self._false_alarm(slowed, outcome)
         if false_alarm:
             return self.failed(false_alarm)
-        figures: dict[str, Any] = {}
-        for fault in slowed:
-            judge = self._judge if fault.kind == "straggler" else self._judge_link
-            problem, figs = judge(fault, outcome)
-            figures[fault.label] = figs
-            if problem:
-                return self.failed(f"{fault.label}: {problem}", **figures)
+        failed, figures = self.judge_each(
+            slowed, lambda fault: (self._judge if fault.kind == "straggler" else self._judge_link)(fault, outcome))
+        if failed:
+            return failed
         return self.passed("; ".join(self._said(v) for v in figures.values()), **figures)
 
     def _false_alarm(self, slowed: list[FaultRecord], outcome: RunOutcome) -> str | None:
         """A name given while nothing of its kind was slowed. Without this, a detector that names a rank every
         few steps whatever happens would pass whenever that rank happens to be the one slowed."""
-        windows = {source: [((f.t_inject or 0.0), (f.t_release or f.t_revert or float("inf")) + self.config.within_s)
-                            for f in slowed if f.kind == kind]
-                   for source, kind in SOURCES.items()}
+        windows = {source: [self._window(f) for f in slowed if f.kind == kind] for source, kind in SOURCES.items()}
         for r in outcome.history.of("health"):
             source = r.get("source")
             if source in windows and not any(t0 <= r.get("t", 0) <= end for t0, end in windows[source]):
@@ -62,6 +57,15 @@ class StragglerNamed(Check, kind="straggler_named"):
                         f"({r.get('ratio')}x) while no {SOURCES[source]} fault was acting: "
                         f"a false alarm (detector too sensitive for this machine? raise the factor or the window)")
         return None
+
+    def _window(self, fault: FaultRecord) -> tuple[float, float]:
+        """When a name answers ``fault``: from its injection to its release (or revert) plus the bound."""
+        return (fault.t_inject or 0.0), (fault.t_release or fault.t_revert or float("inf")) + self.config.within_s
+
+    def _named(self, fault: FaultRecord, source: str, outcome: RunOutcome) -> list[dict[str, Any]]:
+        """The health events of ``source`` inside ``fault``'s window."""
+        t0, end = self._window(fault)
+        return [r for r in outcome.history.of("health") if r.get("source") == source and t0 <= r.get("t", 0) <= end]
 
     @staticmethod
     def _said(v: dict[str, Any]) -> str:
@@ -75,8 +79,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         """A network-degrade fault slows the degraded nodes' outgoing traffic: a rank on one of them must be named."""
         nodes = [str(n) for n in fault.details.get("nodes") or []]
         t0 = fault.t_inject or 0.0
-        end = (fault.t_release or fault.t_revert or float("inf")) + self.config.within_s
-        named = [r for r in outcome.history.of("health") if r.get("source") == "link" and t0 <= r.get("t", 0) <= end]
+        named = self._named(fault, "link", outcome)
         figs: dict[str, Any] = {"nodes": nodes, "rank": None, "detect_s": None, "ratio": None,
                                 "named": [f"rank {r.get('slow_rank')} on {r.get('host')}" for r in named]}
         if not nodes:
@@ -99,8 +102,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         ranks = fault.details.get("ranks") or []
         rank = ranks[0] if ranks else None
         t0 = fault.t_inject or 0.0
-        end = (fault.t_release or fault.t_revert or float("inf")) + c.within_s
-        named = [r for r in outcome.history.of("health") if r.get("source") == "straggler" and t0 <= r.get("t", 0) <= end]
+        named = self._named(fault, "straggler", outcome)
         figs: dict[str, Any] = {"rank": rank, "detect_s": None, "ratio": None, "named": [r.get("slow_rank") for r in named]}
         if rank is None:
             return "the fault recorded no rank it slowed", figs

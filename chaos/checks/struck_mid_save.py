@@ -36,12 +36,9 @@ class StruckMidSave(Check, kind="struck_mid_save"):
             return self.inconclusive("the workload reported no ckpt_begin, so when its saves were open is unknown; "
                                      "report saves with chaos.sdk ckpt_begin/ckpt_commit (or a chaos.integrations "
                                      "callback)")
-        figures: dict[str, Any] = {}
-        for fault in faults:
-            problem, figs = self._judge(fault, outcome)
-            figures[fault.label] = figs
-            if problem:
-                return self.failed(f"{fault.label}: {problem}", **figures)
+        failed, figures = self.judge_each(faults, lambda fault: self._judge(fault, outcome))
+        if failed:
+            return failed
         return self.passed("; ".join(f"{k} struck {v['into_save_s']} s into the step-{v['step']} save of attempt "
                                      f"{v['attempt']}, which never committed" for k, v in figures.items()), **figures)
 

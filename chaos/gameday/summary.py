@@ -8,12 +8,16 @@ from typing import Any
 
 from chaos.events import History
 from chaos.gameday.projection import project
-from chaos.goodput import compute_goodput
+from chaos.goodput import Goodput, compute_goodput
 from chaos.outcome import FaultRecord
 
 
-def summarize(history: History, faults: list[FaultRecord], experiment: Any | None) -> dict[str, Any]:
-    split = compute_goodput(history, faults)
+def summarize(history: History, faults: list[FaultRecord], experiment: Any | None,
+              split: Goodput | None = None) -> dict[str, Any]:
+    """``split``: the run's goodput split when the caller has it (a finished run's outcome computed it once for
+    the check and the journal); computed here otherwise (``chaos report`` on a run directory)."""
+    if split is None:
+        split = compute_goodput(history, faults)
     launches = history.of("launch")
     t0 = launches[0]["t"] if launches else 0.0
     out: dict[str, Any] = {"goodput": {**split.as_dict(), "segments": [
