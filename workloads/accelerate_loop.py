@@ -12,7 +12,10 @@ resume replays or skips.
 ``--native-checkpoints`` keeps Accelerate's own checkpoint directories instead (automatic naming with
 ``total_limit``, the loop's position registered for checkpointing, ``load_state()`` on start), each
 save and resume reported by chaos.integrations.accelerate; ``--resume-iteration`` adds the line a
-resume needs there (the save counter set past the loaded checkpoint).
+resume needs there (the save counter set past the checkpoints on disk), and ``--resume-complete``
+resumes from the newest finished one instead of the newest (a save killed part-way is the newest).
+``--save-delay-s`` (with ``--native-checkpoints``) stands in for slow storage: the loop's state,
+which Accelerate writes last, takes that long to write.
 """
 
 from __future__ import annotations
@@ -46,7 +49,10 @@ def parse(argv: list[str] | None):
                     help="Accelerate's own checkpoint_N directories (ProjectConfiguration automatic_checkpoint_naming, "
                          "total_limit=--keep, the loop's state registered for checkpointing), resumed with load_state()")
     ap.add_argument("--resume-iteration", action="store_true",
-                    help="with --native-checkpoints: after load_state, set the save iteration past the loaded checkpoint")
+                    help="with --native-checkpoints: after load_state, set the save iteration past the checkpoints on disk")
+    ap.add_argument("--resume-complete", action="store_true",
+                    help="with --native-checkpoints: resume from the newest finished checkpoint_N "
+                         "(chaos.integrations.accelerate.last_complete_checkpoint), not load_state()'s pick")
     return ap.parse_args(argv)
 
 
@@ -104,10 +110,13 @@ def main(argv: list[str] | None = None) -> int:
 class LoopState:
     """The loop's own position, saved by Accelerate with everything else (register_for_checkpointing)."""
 
-    def __init__(self) -> None:
+    def __init__(self, save_delay_s: float = 0.0) -> None:
         self.step, self.epoch, self.in_epoch = 0, 0, 0
+        self.save_delay_s = save_delay_s
 
     def state_dict(self) -> dict:
+        # Accelerate calls this while saving, after the model, optimizer and RNG files: the slow write stands here.
+        time.sleep(self.save_delay_s)
         return {"step": self.step, "epoch": self.epoch, "in_epoch": self.in_epoch}
 
     def load_state_dict(self, state: dict) -> None:
@@ -119,12 +128,17 @@ def native(args, accelerator, model, opt, loader, tracker) -> int:
     with total_limit, the loop's position registered for checkpointing, load_state() picking the newest."""
     from chaos.integrations import accelerate as chaos_accelerate
 
-    loop = LoopState()
+    loop = LoopState(args.save_delay_s)
     accelerator.register_for_checkpointing(loop)
-    path = chaos_accelerate.load_state(accelerator) if chaos_accelerate.has_checkpoint(accelerator) else None
-    if path is not None and args.resume_iteration:
+    if args.resume_complete:
+        path = chaos_accelerate.last_complete_checkpoint(accelerator)
+        if path is not None:
+            chaos_accelerate.load_state(accelerator, path)
+    else:  # as Accelerate's docs show: load_state() picks the highest checkpoint_N
+        path = chaos_accelerate.load_state(accelerator) if chaos_accelerate.has_checkpoint(accelerator) else None
+    if path is not None and (args.resume_iteration or args.resume_complete):
         # load_state does not restore the save counter: without this, the next save is checkpoint_0 again.
-        accelerator.project_configuration.iteration = int(Path(path).name.rsplit("_", 1)[1]) + 1
+        accelerator.project_configuration.iteration = chaos_accelerate.next_iteration(accelerator)
     sdk.start(dataset_size=args.dataset_size, device="cpu", world_size=accelerator.num_processes)
     sdk.ckpt_load(loop.step, path)
     while loop.step < args.steps:

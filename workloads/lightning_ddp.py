@@ -9,13 +9,21 @@ save_last=True)`` and ``trainer.fit(model, loader, ckpt_path="last")``, which re
 
 ``--stateful-loader`` uses torchdata's StatefulDataLoader: Lightning then saves the loader's state
 in the checkpoint and restores it (a plain DataLoader cannot resume mid-epoch, and Lightning warns).
+
+``--save-delay-s`` stands in for a slow checkpoint filesystem (each file written onto it is held
+half-written that long), and ``--tmpdir`` says where the process's temporary files go: Lightning
+writes each ``.ckpt`` to a temporary file and moves it into place, which is a rename on the same
+filesystem and a copy across two.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing.util
 import os
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -71,6 +79,47 @@ class SamplerEpochOnLoad(L.Callback):
         self.sampler.set_epoch(int(checkpoint["epoch"]))
 
 
+def slow_storage(root: Path, delay_s: float) -> None:
+    """A slow checkpoint filesystem: each file written onto ``root``'s filesystem stays half-written for ``delay_s``.
+
+    Lightning's ``_atomic_save`` writes through fsspec into a temporary file in $TMPDIR and moves it
+    into place on commit (``shutil.move``): the slow write is the temporary file's when $TMPDIR is on
+    the checkpoints' filesystem, and the move's copy when it is not. Both are slowed here, nothing else."""
+    device = os.stat(root).st_dev
+
+    def on_root(path: str) -> bool:
+        return os.stat(os.path.dirname(os.path.abspath(path)) or ".").st_dev == device
+
+    def half_then_rest(write, flush, data: bytes) -> int:
+        half = len(data) // 2
+        write(data[:half])
+        flush()
+        time.sleep(delay_s)
+        write(data[half:])
+        return len(data)
+
+    local = require("fsspec.implementations.local").LocalFileOpener
+    plain_write = local.write
+
+    def write(self, data, *args, **kwargs):
+        target = getattr(self, "temp", None) or self.path
+        if "w" not in self.mode or not isinstance(data, (bytes, bytearray, memoryview)) or not on_root(target):
+            return plain_write(self, data, *args, **kwargs)
+        return half_then_rest(self.f.write, self.f.flush, bytes(data))
+
+    plain_copyfile = shutil.copyfile
+
+    def copyfile(src, dst, *, follow_symlinks=True):
+        if not on_root(os.fspath(dst)):
+            return plain_copyfile(src, dst, follow_symlinks=follow_symlinks)
+        with open(src, "rb") as fsrc, open(dst, "wb") as fdst:
+            half_then_rest(fdst.write, fdst.flush, fsrc.read())
+        return dst
+
+    local.write = write
+    shutil.copyfile = copyfile  # shutil.move's cross-filesystem copy (copy2) looks it up here
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = arguments(__doc__.splitlines()[0], num_workers=2)
     ap.add_argument("--stateful-loader", action="store_true", help="torchdata StatefulDataLoader (resumable mid-epoch)")
@@ -79,7 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epoch-on-load", action="store_true",
                     help="with --stateful-sampler: set the sampler's epoch from the checkpoint as it is loaded "
                          "(Lightning creates the resumed iterator before it sets the epoch: Lightning#21938)")
+    ap.add_argument("--save-last", choices=["true", "link"], default="true",
+                    help="ModelCheckpoint(save_last=...): 'true' writes last.ckpt after the step's own file, "
+                         "'link' makes it a link to that file")
+    ap.add_argument("--tmpdir", default=None,
+                    help="where this process's temporary files go (what $TMPDIR sets); relative: inside the "
+                         "checkpoint directory")
     args = ap.parse_args(argv)
+    ckpt_dir = Path(os.environ.get("CHAOS_CKPT_DIR", "lightning-ckpt"))
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    if args.tmpdir:
+        tmp = ckpt_dir / args.tmpdir  # an absolute --tmpdir stays as it is
+        tmp.mkdir(parents=True, exist_ok=True)
+        # multiprocessing (the loader's workers) keeps its AF_UNIX sockets in the temporary directory, and a
+        # socket's path has at most 107 bytes: it keeps the system's, chosen before the change.
+        multiprocessing.util.get_temp_dir()
+        tempfile.tempdir = str(tmp)
+    if args.save_delay_s:
+        slow_storage(ckpt_dir, args.save_delay_s)
     L.seed_everything(args.seed, workers=True, verbose=False)
     data, model, _ = toy_problem(args)
     loader_cls = require("torchdata.stateful_dataloader").StatefulDataLoader if args.stateful_loader \
@@ -95,8 +161,9 @@ def main(argv: list[str] | None = None) -> int:
         callbacks = []
         loader = loader_cls(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers)
     checkpoints = L.pytorch.callbacks.ModelCheckpoint(
-        dirpath=os.environ.get("CHAOS_CKPT_DIR", "lightning-ckpt"), every_n_train_steps=args.ckpt_every,
-        save_top_k=args.keep, monitor="step", mode="max", save_last=True)
+        dirpath=str(ckpt_dir), every_n_train_steps=args.ckpt_every,
+        save_top_k=args.keep, monitor="step", mode="max",
+        save_last=True if args.save_last == "true" else args.save_last)
     trainer = L.Trainer(accelerator="cpu", devices=int(os.environ.get("LOCAL_WORLD_SIZE", 1)), strategy="ddp",
                         max_steps=args.steps, callbacks=[ChaosCallback(), checkpoints, *callbacks],  # chaos: ChaosCallback
                         logger=False, enable_progress_bar=False, enable_model_summary=False,

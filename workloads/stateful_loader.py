@@ -98,6 +98,7 @@ def save(root: Path, step: int, epoch: int, model, opt, loader, tracker, rank: i
     dist.barrier()
     if not args.no_loader_state:
         torch.save({"loader": loader.state_dict(), "tracker": tracker.state_dict()}, tmp / f"loader_rank{rank}.pt")
+    time.sleep(args.save_delay_s)  # slow storage: the loaders' states are written, the model not yet
     if rank == 0:
         torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "epoch": epoch},
                    tmp / "train.pt")

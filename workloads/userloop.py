@@ -36,6 +36,8 @@ def arguments(description: str, num_workers: int) -> argparse.ArgumentParser:
     ap.add_argument("--num-workers", type=int, default=num_workers)
     ap.add_argument("--keep", type=int, default=2, help="committed checkpoints kept (older ones are pruned)")
     ap.add_argument("--step-sleep", type=float, default=0.05, help="stand-in for a step's real work")
+    ap.add_argument("--save-delay-s", type=float, default=0.0,
+                    help="slow storage: each save is held open this long part-way through its files")
     return ap
 
 

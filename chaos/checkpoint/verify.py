@@ -24,7 +24,9 @@ re-derive from the bytes on disk:
 * an Accelerate ``save_state`` directory (``random_states_0.pkl``, or ``optimizer.bin`` beside the
   weights): the weights as above, every torch.save file (optimizer, scheduler, sampler, the
   StatefulDataLoader's ``dl_state_dict.bin``) by its CRC-32s and a load; process 0's RNG state is
-  written after all of those, so a directory without it is a save that never finished;
+  written after all of those, so a directory without it is a save that never finished, and so is one
+  that lacks an RNG state or a registered object's ``custom_checkpoint_N.pkl`` a finished directory
+  beside it has (those objects are written last);
 * a checkpoint root: the ``latest`` pointer and every ``step_*`` / ``checkpoint-N`` /
   ``checkpoint_N`` entry, each judged as above.
 
@@ -174,9 +176,32 @@ def claims_committed(path: Path) -> bool:
     if any((path / name).exists() for name in (MANIFEST_NAME, DCP_METADATA, HF_TRAINER_STATE)):
         return True
     try:
-        return detect_kind(path) == "accelerate" and (path / ACCELERATE_DONE).exists()
+        return detect_kind(path) == "accelerate" and (path / ACCELERATE_DONE).exists() and not accelerate_gaps(path)
     except UnusableInput:
         return False
+
+
+ACCELERATE_PARTS = re.compile(r"^(?:random_states|custom_checkpoint)_\d+\.pkl$")
+"""Files one save writes per process (RNG states) and per registered object (after the RNG states)."""
+
+
+def accelerate_gaps(path: Path) -> list[str]:
+    """Per-process and per-object files that this ``save_state`` directory lacks and a finished sibling has.
+
+    The objects registered with ``register_for_checkpointing`` are written after the RNG states,
+    so a save killed among them has every file ``ACCELERATE_DONE`` looks for. Only the number of
+    objects tells it apart, and the directories beside it, written by the same loop, know it."""
+    try:
+        own = {p.name for p in path.iterdir()}
+        siblings = [e for e in path.parent.iterdir() if e != path and e.is_dir() and (e / ACCELERATE_DONE).exists()]
+    except OSError:
+        return []
+    gaps = []
+    for sibling in sorted(siblings, key=lambda e: step_of(e) or 0):
+        for name in sorted(n for n in os.listdir(sibling) if ACCELERATE_PARTS.match(n) and n not in own):
+            if not any(name in g for g in gaps):
+                gaps.append(f"{name} (which {sibling.name} beside it has)")
+    return gaps
 
 
 def step_of(path: Path) -> int | None:
@@ -451,6 +476,10 @@ def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
         report.problems.append(f"{ACCELERATE_DONE} missing: Accelerate writes it after the model, optimizer, "
                                "scheduler and loader states, so this save never finished on process 0 (load_state "
                                "would restore what is there and skip the RNG state with only a log line)")
+    elif gaps := accelerate_gaps(path):
+        report.problems.append(f"an unfinished save: {', '.join(gaps)} missing (Accelerate writes the registered "
+                               "objects' custom_checkpoint_N.pkl after the RNG states, and load_state() refuses a "
+                               "directory without them)")
     if not any(_is_accelerate_weights(n) for n in names):
         report.problems.append("no model weights (model.safetensors or pytorch_model.bin)")
     for name in names:  # optimizer.bin, scheduler.bin, sampler.bin, dl_state_dict.bin, RNG and custom .pkl
@@ -460,7 +489,7 @@ def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
     report.notes.append("save_state writes no checksums and no completion record: safetensors extents, zip "
                         f"CRC-32s and the presence of {ACCELERATE_DONE} are what is checked; objects registered with "
                         "register_for_checkpointing (custom_checkpoint_N.pkl) are written after it, so a save "
-                        "killed among them cannot be told from the files")
+                        "killed among them is told apart only by the finished checkpoints beside it")
     return report
 
 
@@ -568,14 +597,16 @@ def selection_hazards(root: Path) -> list[str]:
             ("checkpoint-", "get_last_checkpoint and Trainer.train(resume_from_checkpoint=True) pick it, and the "
              "resume fails", HF_TRAINER_STATE, "chaos.integrations.hf.last_complete_checkpoint"),
             ("checkpoint_", "Accelerator.load_state() with automatic_checkpoint_naming picks it", ACCELERATE_DONE,
-             "pass load_state the newest finished one")):
+             "chaos.integrations.accelerate.last_complete_checkpoint")):
         try:
             entries = sorted((e for e in root.iterdir() if e.is_dir() and e.name.startswith(prefix)
                               and step_of(e) is not None), key=lambda e: step_of(e) or 0)
         except OSError:
             return []
         if entries and not claims_committed(entries[-1]):
-            out.append(f"{entries[-1].name} is an unfinished save (no {marker}) and the newest {prefix}N: {who}; "
+            gaps = accelerate_gaps(entries[-1]) if (entries[-1] / marker).exists() else []
+            lacks = f"it lacks {', '.join(gaps)}" if gaps else f"no {marker}"
+            out.append(f"{entries[-1].name} is an unfinished save ({lacks}) and the newest {prefix}N: {who}; "
                        f"resume from the newest finished one ({fix}) or delete it")
     return out
 

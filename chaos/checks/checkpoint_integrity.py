@@ -20,7 +20,9 @@ prune it). Only the harness's own ``ckpt_verify`` records count: a workload cann
 4. ``latest``, when the workload keeps one, names a valid checkpoint; with no pointer, the entry the
    stack's own resume rule picks (the highest HF ``checkpoint-N``) is a finished save;
 5. no load went back further than the newest committed checkpoint the harness did not corrupt
-   (a save that purged or overwrote a good checkpoint before its replacement was durable);
+   (a save that purged or overwrote a good checkpoint before its replacement was durable, or a
+   resume rule that passed over a newer checkpoint still on disk, e.g. Lightning's ``last.ckpt``
+   written after the step's own file);
 6. after a failed save (``ckpt_error``) the failed path is never loaded, and the previous good
    checkpoint still exists until a later save commits.
 
@@ -111,7 +113,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         notes: list[str] = []
 
         disk_failures: list[str] = []
-        reports = self._verify_disk(root, commits, corruptions, disk_failures, notes)
+        reports = self._verify_disk(root, commits + h.of("ckpt_begin"), corruptions, disk_failures, notes)
         # 'latest' first: when it names a torn checkpoint, that is the headline, not the torn file itself.
         self._judge_latest(root, reports, failures)
         failures += disk_failures
@@ -164,12 +166,17 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 
     # ---- 1. the disk, and each commit as the witness saw it ----------------------------------
 
-    def _verify_disk(self, root: Path, commits: list[Record], corruptions: list[_Corruption],
+    def _verify_disk(self, root: Path, saves: list[Record], corruptions: list[_Corruption],
                      failures: list[str], notes: list[str]) -> dict[str, Report]:
-        announced = {_norm(r["path"]): r for r in commits if r.get("path")}
+        announced = {_norm(r["path"]): r for r in saves if r.get("path") and r["ev"] == "ckpt_commit"}
         candidates: dict[str, Path] = {}
-        if root.is_dir():
-            for entry in root.iterdir():
+        # The run's checkpoint directory, and each directory a save was announced in: a stack may keep its
+        # checkpoints below the one it was given (Accelerate's project_dir/checkpoints/checkpoint_N).
+        roots = [root] + sorted({Path(p).parent for r in saves if (p := _norm(r.get("path")))} - {Path(_norm(root))})
+        for where in roots:
+            if not where.is_dir():
+                continue
+            for entry in where.iterdir():
                 # step_N entries (the protocol's layout), and single checkpoint files of any name: a
                 # script that does not speak the protocol saves e.g. snapshot.pt.
                 if (STEP_ENTRY.match(entry.name) and claims_committed(entry)) or (
@@ -177,7 +184,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                     candidates[_norm(entry)] = entry
             # A torn save the stack's own resume rule would pick is a failure of the checkpoints even
             # though nothing claims it committed: the next resume from this directory fails.
-            failures += selection_hazards(root)
+            failures += selection_hazards(where)
         for path in announced:
             if os.path.exists(path):
                 candidates.setdefault(path, Path(path))
@@ -336,10 +343,17 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
             newest = max(usable, key=lambda r: int(r.get("step") or 0))
             if int(newest.get("step") or 0) > load.step:
                 where = "a fresh start (step 0)" if load.step == 0 else f"step {load.step}"
-                gone = "" if os.path.exists(_norm(newest.get("path"))) else ", and it is gone from disk"
+                path = _norm(newest.get("path"))
+                saved_again = any(_norm(r.get("path")) == path and r["t"] > load.t for r in commits)
+                if os.path.exists(path) and not saved_again:
+                    # Still there, never rewritten: the stack's resume rule chose an older one.
+                    fate = (", and it is still on disk: the resume passed over it, and the steps since "
+                            f"step {load.step} were trained again")
+                else:
+                    fate = ", and it is gone from disk" if not os.path.exists(path) else ""
+                    fate += ": a committed checkpoint was lost"
                 failures.append(f"{load.who} resumed from {where}, but step {newest.get('step')} had been committed "
-                                f"({Path(str(newest.get('path'))).name}) and the harness did not corrupt it{gone}: "
-                                "a committed checkpoint was lost")
+                                f"({Path(str(newest.get('path'))).name}) and the harness did not corrupt it{fate}")
                 return
 
     # ---- 6. failed saves ----------------------------------------------------------------------

@@ -4,12 +4,13 @@ A kill-during-save experiment proves something only when its kill tore a save. O
 the trigger (a ckpt_begin plus a delay) can land after the save committed, or before it began, and
 then the experiment tested an ordinary kill between saves: its other checks pass and say nothing
 about torn checkpoints. This check fails that vacuous run, from the run's own records: at the
-moment the fault struck, a ``ckpt_begin`` of its attempt had no ``ckpt_commit`` yet, and none came
-afterwards in that attempt.
+moment the fault struck, the newest ``ckpt_begin`` of its attempt had no ``ckpt_commit`` of the same
+step and path yet, and none came afterwards in that attempt.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from pydantic import Field
@@ -57,7 +58,18 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         last = max(begins, key=lambda r: r.get("t", 0))
         step = last.get("step")
         figs.update(step=step, into_save_s=round(t - last.get("t", 0), 3))
-        commits = [r for r in h.of("ckpt_commit", attempt=attempt) if r.get("step") == step]
+        # The same save: its step, and its path (a step may write several files, e.g. Lightning's top-k
+        # checkpoint and then last.ckpt, each a save of its own). A commit naming none of the step's begun
+        # paths (a relative path, another spelling) cannot be told apart, so it counts: never a false PASS.
+        begun = {_norm(r.get("path")) for r in begins if r.get("step") == step} - {""}
+        mine = _norm(last.get("path"))
+
+        def completes(commit: Any) -> bool:
+            path = _norm(commit.get("path"))
+            return not mine or not path or path == mine or path not in begun
+
+        commits = [r for r in h.of("ckpt_commit", attempt=attempt)
+                   if r.get("step") == step and r.get("t", 0) >= last.get("t", 0) and completes(r)]
         before = [r for r in commits if r.get("t", 0) <= t]
         if before:
             return (f"the step-{step} save had committed {round(t - before[0]['t'], 3)} s before it struck: it "
@@ -67,3 +79,7 @@ class StruckMidSave(Check, kind="struck_mid_save"):
             return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save still committed "
                     f"{round(commits[0]['t'] - t, 3)} s later: nothing was torn"), figs
         return None, figs
+
+
+def _norm(path: Any) -> str:
+    return os.path.realpath(str(path)) if path else ""

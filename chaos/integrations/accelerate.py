@@ -13,6 +13,15 @@ process, with the directory Accelerate chose (``checkpoint_N`` under ``automatic
 ``load_state`` loads what Accelerate itself would (the highest ``checkpoint_N`` when no directory is
 given) and returns that path, so the load can be reported with the step the loop's state restored.
 Samples per step come from ``chaos.integrations.samples`` as in any loop of your own.
+
+A save killed part-way leaves the highest ``checkpoint_N`` unfinished, and ``load_state()`` picks it
+anyway. ``last_complete_checkpoint`` is the resume that survives that, and ``next_iteration`` the
+save counter that does not collide with what is on disk (``load_state`` does not restore it)::
+
+    path = chaos_accelerate.last_complete_checkpoint(accelerator)
+    if path is not None:
+        chaos_accelerate.load_state(accelerator, path)
+    accelerator.project_configuration.iteration = chaos_accelerate.next_iteration(accelerator)
 """
 
 from __future__ import annotations
@@ -37,6 +46,11 @@ def _number(path: Path) -> int:
     # Accelerate's own sort key: the last number in the folder's name.
     found = re.findall(r"([0-9]+)(?=[^/]*$)", path.name)
     return int(found[0]) if found else -1
+
+
+def _folders(accelerator: Any) -> list[Path]:
+    directory = _checkpoints_dir(accelerator)
+    return sorted((p for p in directory.iterdir() if p.is_dir()), key=_number) if directory.is_dir() else []
 
 
 def has_checkpoint(accelerator: Any) -> bool:
@@ -75,3 +89,48 @@ def load_state(accelerator: Any, input_dir: str | None = None, **kwargs: Any) ->
         input_dir = str(folders[-1])
     accelerator.load_state(input_dir, **kwargs)
     return os.fspath(input_dir)
+
+
+def unfinished_parts(accelerator: Any, path: str | os.PathLike[str]) -> list[str]:
+    """The files a finished ``save_state`` by this accelerator writes that ``path`` lacks.
+
+    Only the running job knows them: every process writes its ``random_states_<i>.pkl``, and the
+    objects registered with ``register_for_checkpointing`` are written *after* those, as
+    ``custom_checkpoint_<i>.pkl``, so a save killed among them looks finished from the files alone."""
+    directory = Path(path)
+    wanted = [f"random_states_{i}.pkl" for i in range(accelerator.num_processes)]
+    wanted += [f"custom_checkpoint_{i}.pkl" for i in range(len(accelerator._custom_objects))]
+    return [name for name in wanted if not (directory / name).is_file()]
+
+
+def last_complete_checkpoint(accelerator: Any) -> str | None:
+    """The newest ``checkpoint_N`` that is a finished, intact save of this accelerator's state, or None.
+
+    In place of ``load_state()``'s own pick (the highest ``checkpoint_N``, finished or not): each
+    newer directory passed over is reported (``ckpt_reject``) with what is wrong with it. Judged by
+    ``unfinished_parts`` and ``chaos.checkpoint.verify`` without loading the tensors."""
+    from chaos.checkpoint.verify import UnusableInput, verify
+
+    for folder in reversed(_folders(accelerator)):
+        missing = unfinished_parts(accelerator, folder)
+        if missing:
+            if accelerator.is_main_process:
+                sdk.ckpt_reject(str(folder), f"an unfinished save: {', '.join(missing)} missing")
+            continue
+        try:
+            report = verify(folder, load=False)
+        except UnusableInput as exc:
+            problem = str(exc)
+        else:
+            if report.ok:
+                return str(folder)
+            problem = report.summary()
+        if accelerator.is_main_process:
+            sdk.ckpt_reject(str(folder), problem[:300])
+    return None
+
+
+def next_iteration(accelerator: Any) -> int:
+    """The save counter past every ``checkpoint_N`` on disk (``save_state`` refuses a directory that exists)."""
+    folders = _folders(accelerator)
+    return _number(folders[-1]) + 1 if folders else 0

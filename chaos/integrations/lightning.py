@@ -9,7 +9,8 @@ Two lines in a user's script::
 What it reports, and from where:
 
 * ``start`` and ``ckpt_load`` at ``on_train_start``: by then Lightning has restored the loops from
-  ``fit(ckpt_path=...)``; the path is ``trainer.ckpt_path`` (what ``"last"`` resolved to), the step
+  ``fit(ckpt_path=...)``; the path is ``trainer.ckpt_path`` (what ``"last"`` resolved to; the file a
+  ``last.ckpt`` link points to), the step
   ``trainer.global_step`` (0 and no path: a fresh start);
 * ``step`` when ``trainer.global_step`` advanced at ``on_train_batch_end`` (an optimizer step; with
   ``accumulate_grad_batches`` several batches make one), with the indices of every batch since the
@@ -25,6 +26,7 @@ What it reports, and from where:
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -57,6 +59,9 @@ class ChaosCallback(_lightning.pytorch.Callback):
                   stack=f"lightning {_lightning.__version__}")
         self._last_step = int(trainer.global_step)
         path = trainer.ckpt_path
+        if path and "://" not in str(path):
+            # The file itself: last.ckpt may be a link (ModelCheckpoint(save_last="link")) that later saves move on.
+            path = os.path.realpath(path)
         sdk.ckpt_load(self._last_step, str(path) if path and self._last_step else None)
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:

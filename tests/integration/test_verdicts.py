@@ -33,10 +33,10 @@ KILL_RANK_1_AT_STEP_25 = """
 
 
 def experiment_yaml(name: str, script: Path, checks: list[str], faults: str = KILL_RANK_1_AT_STEP_25,
-                    args: str = "{steps: 40, ckpt_every: 10, seed: 0}") -> str:
+                    args: str = "{steps: 40, ckpt_every: 10, seed: 0}", max_restarts: int = 3) -> str:
     check_lines = "".join(f"  - {c}\n" for c in checks)
     return (f"name: {name}\n"
-            f"workload:\n  script: {script}\n  nproc_per_node: 2\n  max_restarts: 3\n  args: {args}\n"
+            f"workload:\n  script: {script}\n  nproc_per_node: 2\n  max_restarts: {max_restarts}\n  args: {args}\n"
             f"target: local\nfaults:{faults}checks:\n{check_lines}timeout_s: 240\nseed: 0\n")
 
 
@@ -120,8 +120,9 @@ def test_in_place_checkpoint_killed_mid_write_fails_checkpoint_integrity(tmp_pat
     signal: SIGKILL
     trigger: {on_event: {on_event: ckpt_begin, step: 20}, delay_s: 0.3}
 """
+    # One restart: each one meets the same torn file, and the verdict is about the file.
     report = run_experiment(tmp_path, experiment_yaml("inplace-ckpt", script, ["checkpoint_integrity: {}"],
-                                                      faults=kill_mid_write))
+                                                      faults=kill_mid_write, max_restarts=1))
     v = verdicts(report)
     assert v["checkpoint_integrity"].verdict == "fail", describe(report)
     assert report.exit_code == 1

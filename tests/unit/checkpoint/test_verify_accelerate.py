@@ -61,3 +61,21 @@ def test_load_state_with_automatic_naming_picks_the_newest_even_unfinished(saved
     (hazard,) = selection_hazards(root)
     assert hazard.startswith("checkpoint_1 is an unfinished save (no random_states_0.pkl)")
     assert not verify(root).ok
+
+
+def test_a_save_killed_among_the_registered_objects_is_told_apart_by_its_finished_siblings(
+        saved: Path, tmp_path: Path) -> None:
+    """Registered objects (custom_checkpoint_N.pkl) are written after the RNG states: alone, such a directory
+    looks finished; beside one that has the object's file, it is not, and load_state() would pick it."""
+    root = tmp_path / "checkpoints"
+    finished = copy(saved, root / "checkpoint_0")
+    torch.save({"step": 5}, finished / "custom_checkpoint_0.pkl")
+    torn = copy(saved, root / "checkpoint_1")
+    assert claims_committed(finished) and not claims_committed(torn)
+    assert "custom_checkpoint_0.pkl (which checkpoint_0 beside it has) missing" in verify(torn).summary()
+    (hazard,) = selection_hazards(root)
+    assert hazard.startswith("checkpoint_1 is an unfinished save (it lacks custom_checkpoint_0.pkl")
+    assert "chaos.integrations.accelerate.last_complete_checkpoint" in hazard
+    assert not verify(root).ok
+    torch.save({"step": 10}, torn / "custom_checkpoint_0.pkl")  # the save finished after all
+    assert claims_committed(torn) and verify(root).ok and selection_hazards(root) == []

@@ -384,3 +384,40 @@ def test_an_unfinished_hf_save_the_stacks_resume_rule_picks_fails_though_nothing
     assert v.verdict == "fail" and v.reason.startswith("checkpoint-10 is an unfinished save"), v.reason
     (r.root / "checkpoint-10" / "trainer_state.json").write_text('{"global_step": 10}')
     assert r.judge().verdict == "pass"
+
+
+def test_saves_announced_below_the_checkpoint_directory_are_judged_where_they_are(r: Run) -> None:
+    """Accelerate keeps project_dir/checkpoints/checkpoint_N: an unfinished newest save there (its registered
+    object's file missing, which the finished one beside it has) PASSed when only the top directory was read."""
+    below = r.root / "checkpoints"
+    for number, finished in ((0, True), (1, False)):
+        d = below / f"checkpoint_{number}"
+        d.mkdir(parents=True)
+        torch.save({"w": torch.ones(2)}, d / "model.bin")
+        torch.save({"state": {}}, d / "optimizer.bin")
+        torch.save({"seed": 0}, d / "random_states_0.pkl")
+        if finished:
+            torch.save({"step": 5}, d / "custom_checkpoint_0.pkl")
+    r.emit("ckpt_begin", step=5, path=str(below / "checkpoint_0"))
+    r.emit("ckpt_commit", step=5, path=str(below / "checkpoint_0"), bytes=1, seconds=0.1)
+    r.emit("ckpt_begin", step=10, path=str(below / "checkpoint_1"))
+    v = r.judge()
+    assert v.verdict == "fail" and v.reason.startswith("checkpoint_1 is an unfinished save (it lacks "
+                                                       "custom_checkpoint_0.pkl"), v.reason
+    torch.save({"step": 10}, below / "checkpoint_1" / "custom_checkpoint_0.pkl")
+    assert r.judge().verdict == "pass", r.judge().reason
+
+
+def test_a_resume_that_passes_over_a_newer_checkpoint_still_on_disk_fails_and_says_so(r: Run) -> None:
+    """Lightning's fit(ckpt_path="last") after a kill inside last.ckpt's write: the step's own file was
+    committed first and is intact, the resume takes the older last.ckpt. Nothing was lost, but the resume
+    went back further than the checkpoints allowed."""
+    r.commit(5)
+    r.commit(10)
+    (r.root / "latest").write_text("step_000005")  # the pointer the resume follows was not moved on
+    r.load("0.1", 5)
+    v = r.judge()
+    assert v.verdict == "fail"
+    assert v.reason.startswith("attempt 0.1 resumed from step 5, but step 10 had been committed (step_000010) and "
+                               "the harness did not corrupt it, and it is still on disk: the resume passed over it"), \
+        v.reason

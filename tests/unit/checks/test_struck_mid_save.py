@@ -14,11 +14,12 @@ def kill(t: float = 100.0, attempt: str = "0.0") -> FaultRecord:
                        details={"ranks": [0], "pids": [11], "attempt": attempt})
 
 
-def save(step: int, begin: float, commit: float | None = None, attempt: str = "0.0") -> list[dict]:
-    out = [{"ev": "ckpt_begin", "t": begin, "attempt": attempt, "rank": 0, "step": step, "path": f"/c/{step}"}]
+def save(step: int, begin: float, commit: float | None = None, attempt: str = "0.0", path: str = "") -> list[dict]:
+    path = path or f"/c/{step}"
+    out = [{"ev": "ckpt_begin", "t": begin, "attempt": attempt, "rank": 0, "step": step, "path": path}]
     if commit is not None:
         out.append({"ev": "ckpt_commit", "t": commit, "attempt": attempt, "rank": 0, "step": step,
-                    "path": f"/c/{step}", "bytes": 10, "seconds": commit - begin})
+                    "path": path, "bytes": 10, "seconds": commit - begin})
     return out
 
 
@@ -54,3 +55,19 @@ def test_nothing_to_judge_is_inconclusive() -> None:
     assert judge([]).verdict == "inconclusive"
     other = FaultRecord(index=0, kind="hang-rank", label="hang-rank#0", t_inject=100.0, details={"attempt": "0.0"})
     assert judge(save(20, 99.6), fault=other).verdict == "inconclusive"
+
+
+def test_a_step_that_writes_two_files_is_two_saves() -> None:
+    """Lightning writes the top-k checkpoint, then last.ckpt, both of one step: the first's commit is not the second's."""
+    r = judge(save(10, 98.0, 99.0, path="/c/epoch=0-step=10.ckpt") + save(10, 99.1, path="/c/last.ckpt"))
+    assert r.verdict == "pass" and "struck 0.9 s into the step-10 save" in r.reason, r.reason
+    r = judge(save(10, 98.0, path="/c/epoch=0-step=10.ckpt") + save(10, 99.1, 101.0, path="/c/last.ckpt"))
+    assert r.verdict == "fail" and "still committed" in r.reason, r.reason
+
+
+def test_a_commit_spelled_differently_from_every_begin_still_counts() -> None:
+    """The begin says one path, the commit another spelling of it: cannot be told apart, so not a torn save."""
+    r = judge(save(10, 99.1, path="/c/ckpt/../ckpt/step_10") + [
+        {"ev": "ckpt_commit", "t": 99.5, "attempt": "0.0", "rank": 0, "step": 10, "path": "relative/step_10",
+         "bytes": 1, "seconds": 0.4}])
+    assert r.verdict == "fail" and "committed 0.5 s before it struck" in r.reason, r.reason

@@ -29,3 +29,40 @@ def test_saves_under_automatic_naming_are_reported_and_load_state_returns_what_a
         ["checkpoint_0", "checkpoint_1", "checkpoint_2"]
     assert helper.has_checkpoint(acc)
     assert Path(helper.load_state(acc)).name == "checkpoint_2"  # total_limit kept checkpoint_1 and _2
+
+
+class Position:
+    def __init__(self) -> None:
+        self.step = 0
+
+    def state_dict(self) -> dict:
+        return {"step": self.step}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step = state["step"]
+
+
+def test_last_complete_checkpoint_passes_over_a_save_killed_before_its_registered_objects(
+        tmp_path: Path, events: Path, records) -> None:
+    project = accelerate.utils.ProjectConfiguration(project_dir=str(tmp_path / "proj"),
+                                                    automatic_checkpoint_naming=True, total_limit=3)
+    acc = accelerate.Accelerator(cpu=True, project_config=project)
+    net = torch.nn.Linear(4, 2)
+    model, opt = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    position = Position()
+    acc.register_for_checkpointing(position)
+    assert helper.last_complete_checkpoint(acc) is None and helper.next_iteration(acc) == 0
+    for step in (5, 10):
+        position.step = step
+        helper.save_state(acc, step=step)
+    newest = Path(helper.load_state(acc))
+    (newest / "custom_checkpoint_0.pkl").unlink()  # killed after the RNG states, before the loop's state
+    assert helper.unfinished_parts(acc, newest) == ["custom_checkpoint_0.pkl"]
+    path = helper.last_complete_checkpoint(acc)
+    assert Path(path).name == "checkpoint_0"
+    (reject,) = records(events, "ckpt_reject")
+    assert Path(reject["path"]).name == "checkpoint_1" and "custom_checkpoint_0.pkl missing" in reject["reason"]
+    helper.load_state(acc, path)
+    assert position.step == 5
+    # The counter continues past checkpoint_1, which save_state would refuse to overwrite.
+    assert helper.next_iteration(acc) == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,9 @@ def test_a_run_reports_steps_with_their_samples_saves_around_the_write_and_the_f
     fit(tmp_path / "ckpt2", 6, path)
     assert [(r["step"], r["path"]) for r in records(resumed, "ckpt_load")] == [(3, path)]
     assert [s["step"] for s in records(resumed, "step")] == [4, 5, 6]
+
+    # A last.ckpt link (save_last="link") is reported as the file it pointed to when loaded: later saves move it on.
+    linked = redirect(tmp_path / "events3")
+    (tmp_path / "last.ckpt").symlink_to(path)
+    fit(tmp_path / "ckpt3", 4, str(tmp_path / "last.ckpt"))
+    assert [(r["step"], r["path"]) for r in records(linked, "ckpt_load")] == [(3, os.path.realpath(path))]
