@@ -50,7 +50,21 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--resume-complete", action="store_true",
                     help="resume from chaos.integrations.hf.last_complete_checkpoint, not get_last_checkpoint")
     ap.add_argument("--save-delay-s", type=float, default=0.0, help="slow storage: hold each save open this long")
+    ap.add_argument("--global-batch", type=int, default=0,
+                    help="samples per optimizer step over all processes, kept whatever the world size by "
+                         "gradient accumulation (0: --batch-size per process, no accumulation)")
     return ap.parse_args(argv)
+
+
+def accumulation(args: argparse.Namespace) -> int:
+    """Micro-batches per optimizer step that keep ``--global-batch`` at this run's world size."""
+    if not args.global_batch:
+        return 1
+    per_step = args.batch_size * int(os.environ.get("WORLD_SIZE", 1))
+    if args.global_batch % per_step:
+        raise SystemExit(f"--global-batch {args.global_batch} is not a multiple of {per_step} "
+                         f"(--batch-size {args.batch_size} x world size {per_step // args.batch_size})")
+    return args.global_batch // per_step
 
 
 class TokenSequences(torch.utils.data.Dataset):
@@ -94,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     model = transformers.GPT2LMHeadModel(config)
     training = transformers.TrainingArguments(
         output_dir=output_dir, max_steps=args.steps, save_steps=args.ckpt_every, save_total_limit=args.keep,
-        per_device_train_batch_size=args.batch_size, dataloader_num_workers=args.num_workers,
+        per_device_train_batch_size=args.batch_size, gradient_accumulation_steps=accumulation(args),
+        dataloader_num_workers=args.num_workers,
         learning_rate=1e-3, seed=args.seed, use_cpu=True, ddp_find_unused_parameters=False, report_to="none", logging_steps=10**6,
         disable_tqdm=True)
     SlowStorageTrainer.save_delay_s = args.save_delay_s

@@ -10,6 +10,12 @@ resume. The indices each optimizer step consumed are recorded where the batch re
 
 ``--no-loader-state`` leaves the loader's state out of the checkpoint (the usual first attempt):
 a resume then starts its epoch over, and the samples since the epoch began are trained twice.
+
+A loader's state is its own rank's: after a resume with a different number of ranks (an elastic
+job that lost a node), each rank loading "its" file continues a partition that no longer exists.
+``--reshard-loader`` handles that case: the checkpoint also records how many samples the whole
+job consumed in the epoch, and a resume with another world size positions each rank's sampler at
+that point of the epoch's global order instead of loading the per-rank states.
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from userloop import arguments, begin, ckpt_root, newest_checkpoint, seal, stagi
 def parse(argv: list[str] | None):
     ap = arguments(__doc__.splitlines()[0], num_workers=2)
     ap.add_argument("--no-loader-state", action="store_true", help="do not save the loader's state (a resume starts its epoch over)")
+    ap.add_argument("--reshard-loader", action="store_true",
+                    help="on a resume with another world size, position the samplers from the job's consumed count "
+                         "instead of loading each rank's loader state")
     return ap.parse_args(argv)
 
 
@@ -52,15 +61,20 @@ def main(argv: list[str] | None = None) -> int:
                                 num_workers=args.num_workers, collate_fn=samples.collate())
     tracker = samples.Tracker()
 
-    step, epoch = 0, 0
+    step, epoch, consumed = 0, 0, 0  # consumed: samples the whole job trained in this epoch
     ckpt = newest_checkpoint(root)
     if ckpt is not None:
         state = torch.load(ckpt / "train.pt", weights_only=True)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optim"])
-        step, epoch = state["step"], state["epoch"]
+        step, epoch, consumed = state["step"], state["epoch"], state["consumed"]
         loader_file = ckpt / f"loader_rank{rank}.pt"
-        if loader_file.exists():
+        if args.reshard_loader and state["world"] != world:
+            # Each rank takes every world-th index of the epoch's order from where the job stopped.
+            if consumed % world:
+                raise SystemExit(f"cannot reshard: {consumed} samples consumed do not split over {world} ranks")
+            sampler.load_state_dict({"yielded": consumed // world})
+        elif loader_file.exists():
             own = torch.load(loader_file, weights_only=False)
             loader.load_state_dict(own["loader"])
             tracker.load_state_dict(own["tracker"])
@@ -76,20 +90,21 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
             opt.step()
             step += 1
+            consumed += len(batch_y) * world
             time.sleep(args.step_sleep)
             sdk.step(step, epoch=epoch, samples=tracker.take(), loss=float(loss))
             if step % args.ckpt_every == 0 or step == args.steps:
-                save(root, step, epoch, model, opt, loader, tracker, rank, args)
+                save(root, step, epoch, consumed, model, opt, loader, tracker, rank, args)
             if step >= args.steps:
                 break
         else:
-            epoch += 1
+            epoch, consumed = epoch + 1, 0
     sdk.final(step, digest=sdk.digest_state(model.state_dict(), opt.state_dict()))
     dist.destroy_process_group()
     return 0
 
 
-def save(root: Path, step: int, epoch: int, model, opt, loader, tracker, rank: int, args) -> None:
+def save(root: Path, step: int, epoch: int, consumed: int, model, opt, loader, tracker, rank: int, args) -> None:
     """Every rank writes its loader state, rank 0 the model; rank 0 seals the directory (userloop.seal)."""
     _final, tmp = staging(root, step)
     if rank == 0:
@@ -100,8 +115,8 @@ def save(root: Path, step: int, epoch: int, model, opt, loader, tracker, rank: i
         torch.save({"loader": loader.state_dict(), "tracker": tracker.state_dict()}, tmp / f"loader_rank{rank}.pt")
     time.sleep(args.save_delay_s)  # slow storage: the loaders' states are written, the model not yet
     if rank == 0:
-        torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "epoch": epoch},
-                   tmp / "train.pt")
+        torch.save({"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "epoch": epoch,
+                    "consumed": consumed, "world": dist.get_world_size()}, tmp / "train.pt")
     dist.barrier()
     if rank == 0:
         seal(root, step, "stateful_loader", args.keep, t0)
