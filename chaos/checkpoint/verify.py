@@ -196,12 +196,11 @@ def accelerate_gaps(path: Path) -> list[str]:
         siblings = [e for e in path.parent.iterdir() if e != path and e.is_dir() and (e / ACCELERATE_DONE).exists()]
     except OSError:
         return []
-    gaps = []
+    gaps: dict[str, str] = {}  # the missing file -> the first sibling that has it
     for sibling in sorted(siblings, key=lambda e: step_of(e) or 0):
         for name in sorted(n for n in os.listdir(sibling) if ACCELERATE_PARTS.match(n) and n not in own):
-            if not any(name in g for g in gaps):
-                gaps.append(f"{name} (which {sibling.name} beside it has)")
-    return gaps
+            gaps.setdefault(name, sibling.name)
+    return [f"{name} (which {where} beside it has)" for name, where in gaps.items()]
 
 
 def step_of(path: Path) -> int | None:

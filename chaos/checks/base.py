@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -56,3 +57,8 @@ class Check:
             if problem:
                 return self.failed(f"{fault.label}: {problem}", **figures), figures
         return None, figures
+
+
+def norm_path(path: Any) -> str:
+    """A checkpoint path as one key, however an event spelled it (relative, ``..``, a link); "" for none."""
+    return os.path.realpath(str(path)) if path else ""

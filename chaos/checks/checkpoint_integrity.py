@@ -44,6 +44,7 @@ from chaos.checkpoint.manifest import LATEST_NAME
 from chaos.checkpoint.verify import (STEP_ENTRY, Report, UnusableInput, claims_committed, resolve_latest,
                                     selection_hazards, verify)
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.checks.base import norm_path as _norm
 from chaos.events import History, Record
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".distcp")
@@ -463,8 +464,6 @@ def _step_of_path(path: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _norm(path: Any) -> str:
-    return os.path.realpath(str(path)) if path else ""
 
 
 

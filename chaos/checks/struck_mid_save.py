@@ -10,12 +10,12 @@ step and path yet, and none came afterwards in that attempt.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.checks.base import norm_path as _norm
 
 
 class StruckMidSaveConfig(CheckConfig):
@@ -79,7 +79,3 @@ class StruckMidSave(Check, kind="struck_mid_save"):
             return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save still committed "
                     f"{round(commits[0]['t'] - t, 3)} s later: nothing was torn"), figs
         return None, figs
-
-
-def _norm(path: Any) -> str:
-    return os.path.realpath(str(path)) if path else ""
