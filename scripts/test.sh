@@ -14,10 +14,6 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # fault durations, rendezvous), so a third worker fills the gaps. Measured 2026-11-24 on the 2-core
 # box, same tree: -n 2 17 min 24 s (CPU 1.4 of 2 cores busy), -n 3 12 min 50 s, -n 4 13 min 37 s;
 # no test failed or was rerun at -n 3 or -n 4. CHAOS_TEST_WORKERS overrides.
-# The experiments go first: they are the CPU-heavy items (real torch ranks, restarts, golden runs),
-# and the waiting-heavy integration tests then share the box with them instead of leaving a core
-# idle; listed last, they ran alone at the end, three on two cores, after ten minutes of
-# mostly-waiting tests.
 exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-3}" --dist worksteal -p no:cacheprovider \
   --reruns 1 -rfER \
-  --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" experiments tests "$@"
+  --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"
