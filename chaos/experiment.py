@@ -154,8 +154,7 @@ class Experiment:
         return resolve_path(self.workload.script, self.source)
 
     def workload_hash(self) -> str:
-        """Identity of the training config alone (for the golden cache): script bytes, args, the layout as far as it
-        decides the result (TargetConfig.golden_key)."""
+        """Identity of the training config alone (for the golden cache): script bytes, args, world shape."""
         h = hashlib.sha256()
         script = self.resolve_script()
         if script is not None:
@@ -165,10 +164,9 @@ class Experiment:
             for helper in sorted(script.parent.rglob("*.py")):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
-        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits",
-                                                    "nproc_per_node"})
+        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits"})
         payload["args"] = self.workload.golden_args()
-        payload["target"] = self.target.golden_key(self.workload.nproc_per_node)  # the layout, as far as it matters
+        payload["target"] = self.target.golden_key()
         payload["seed"] = self.seed
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
         try:

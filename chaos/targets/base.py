@@ -22,24 +22,8 @@ class TargetConfig(BaseModel):
     fault-free run computes: left out of the golden cache key, so experiments differing only in them share
     one golden run. Conservative by design: a field belongs here only when the ranks' layout cannot change."""
 
-    def golden_key(self, nproc_per_node: int) -> dict[str, Any]:
-        """What of the target and its layout decides what a fault-free run computes (the golden cache key).
-
-        Where every rank runs on this host with the harness's own interpreter and libraries
-        (``same_host_world``), only the world size does: global ranks, the samplers' shards and
-        every collective's order follow the rank numbers, not which node or namespace a rank sits
-        in, so 2 nodes x 1 process share the golden run of 1 node x 2. Elsewhere (a container
-        image, a cluster of its own) the whole configuration is the key. A workload whose result
-        does depend on placement (node-local process groups) gets a golden it disagrees with, and
-        so a FAIL to look into, never a PASS it did not earn."""
-        world = self.same_host_world(nproc_per_node)
-        if world is not None:
-            return {"same_host_world_size": world}
-        return {**self.model_dump(exclude=set(self.GOLDEN_NEUTRAL)), "nproc_per_node": nproc_per_node}
-
-    def same_host_world(self, nproc_per_node: int) -> int | None:
-        """The full world size when every rank runs on this host's interpreter; None when not (the default)."""
-        return None
+    def golden_key(self) -> dict[str, Any]:
+        return self.model_dump(exclude=set(self.GOLDEN_NEUTRAL))
 
 
 @dataclass

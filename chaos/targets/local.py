@@ -16,9 +16,6 @@ from chaos.undo import KillTree
 class LocalConfig(TargetConfig):
     """No fields: the workload runs on this host with torchrun --standalone."""
 
-    def same_host_world(self, nproc_per_node: int) -> int | None:
-        return nproc_per_node
-
 
 class Local(Target, kind="local"):
     """One torchrun agent on this host (single node)."""

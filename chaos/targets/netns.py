@@ -30,9 +30,6 @@ class NetnsConfig(TargetConfig):
     keep_alive_interval_s: int = Field(default=1, ge=1, le=60)
     """Rendezvous heartbeat period; a node missing 3 heartbeats is dropped from the next round (torch default: 5 s)."""
 
-    def same_host_world(self, nproc_per_node: int) -> int | None:
-        return self.nodes * nproc_per_node  # every node a namespace of this host, running its interpreter
-
     @model_validator(mode="after")
     def _min_not_above_max(self) -> "NetnsConfig":
         if self.min_nodes is not None and self.min_nodes > self.nodes:

@@ -111,10 +111,6 @@ class SlurmConfig(NetnsConfig):
     sbatch_args: list[str] = Field(default_factory=list)
     """Extra sbatch options, e.g. ["--gres=gpu:8"] (each one #SBATCH line)."""
 
-    def same_host_world(self, nproc_per_node: int) -> int | None:
-        # local: slurmd per node on this host, each task this host's interpreter; existing: other machines.
-        return self.nodes * nproc_per_node if self.cluster == "local" else None
-
     @model_validator(mode="after")
     def _fields_of_the_mode(self) -> "SlurmConfig":
         wrong = LOCAL_ONLY if self.cluster == "existing" else EXISTING_ONLY

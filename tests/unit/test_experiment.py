@@ -148,21 +148,3 @@ def test_golden_omits_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
     assert old_name.workload.golden_args() == {"steps": 4} and old_name.workload_hash() == plain.workload_hash()
     with pytest.raises(Exception, match="golden_omits names nope, not in args"):
         load_experiment(tmp_path / "d.yaml", base % ", golden_omits: [nope]")
-
-
-def test_the_golden_key_holds_the_world_size_not_the_placement_where_ranks_run_on_this_host(tmp_path) -> None:
-    """2 namespaces x 1 process compute what 1 host x 2 processes do: one golden run. A container image or a
-    cluster of one's own may run other libraries, so there the whole layout stays in the key."""
-    def exp(name: str, nproc: int, target: str):
-        text = (f"name: {name}\nworkload: {{script: workloads/ddp.py, nproc_per_node: {nproc}, args: {{steps: 4}}}}\n"
-                f"target: {target}\nchecks: [{{completes: {{}}}}]\n")
-        return load_experiment(tmp_path / f"{name}.yaml", text)
-
-    local2 = exp("local2", 2, "local").workload_hash()
-    assert exp("netns", 1, "{kind: netns, nodes: 2, min_nodes: 1}").workload_hash() == local2
-    assert exp("slurm", 1, "{kind: slurm, nodes: 2, spare_nodes: 1}").workload_hash() == local2
-    assert exp("local3", 3, "local").workload_hash() != local2
-    assert exp("netns4", 2, "{kind: netns, nodes: 2}").workload_hash() != local2
-    assert exp("docker", 1, "{kind: docker, nodes: 2}").workload_hash() != local2
-    existing = exp("existing", 1, "{kind: slurm, cluster: existing, nodes: 2, shared_dir: /tmp}").workload_hash()
-    assert existing != local2
