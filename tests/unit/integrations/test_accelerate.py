@@ -12,14 +12,20 @@ accelerate = pytest.importorskip("accelerate", reason="pip install -e '.[acceler
 helper = pytest.importorskip("chaos.integrations.accelerate")
 
 
+def automatic_naming(tmp_path: Path, total_limit: int):
+    """An Accelerator saving checkpoint_N directories under tmp_path/proj, with a prepared model and optimizer."""
+    project = accelerate.utils.ProjectConfiguration(project_dir=str(tmp_path / "proj"),
+                                                    automatic_checkpoint_naming=True, total_limit=total_limit)
+    acc = accelerate.Accelerator(cpu=True, project_config=project)
+    net = torch.nn.Linear(4, 2)
+    acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    return acc
+
+
 
 def test_saves_under_automatic_naming_are_reported_and_load_state_returns_what_accelerate_picked(
         tmp_path: Path, events: Path, records) -> None:
-    project = accelerate.utils.ProjectConfiguration(project_dir=str(tmp_path / "proj"),
-                                                    automatic_checkpoint_naming=True, total_limit=2)
-    acc = accelerate.Accelerator(cpu=True, project_config=project)
-    net = torch.nn.Linear(4, 2)
-    model, opt = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    acc = automatic_naming(tmp_path, total_limit=2)
     assert not helper.has_checkpoint(acc)
     for step in (5, 10, 15):
         helper.save_state(acc, step=step)
@@ -44,11 +50,7 @@ class Position:
 
 def test_last_complete_checkpoint_passes_over_a_save_killed_before_its_registered_objects(
         tmp_path: Path, events: Path, records) -> None:
-    project = accelerate.utils.ProjectConfiguration(project_dir=str(tmp_path / "proj"),
-                                                    automatic_checkpoint_naming=True, total_limit=3)
-    acc = accelerate.Accelerator(cpu=True, project_config=project)
-    net = torch.nn.Linear(4, 2)
-    model, opt = acc.prepare(net, torch.optim.SGD(net.parameters(), lr=0.1))
+    acc = automatic_naming(tmp_path, total_limit=3)
     position = Position()
     acc.register_for_checkpointing(position)
     assert helper.last_complete_checkpoint(acc) is None and helper.next_iteration(acc) == 0
