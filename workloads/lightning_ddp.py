@@ -18,6 +18,8 @@ filesystem and a copy across two.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import importlib.util
 import multiprocessing.util
 import os
@@ -138,8 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     ckpt_dir = Path(os.environ.get("CHAOS_CKPT_DIR", "lightning-ckpt"))
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     if args.tmpdir:
-        tmp = ckpt_dir / args.tmpdir  # an absolute --tmpdir stays as it is
-        tmp.mkdir(parents=True, exist_ok=True)
+        # This rank's own directory under --tmpdir (relative: inside the checkpoint directory), emptied at start
+        # and removed at exit: a save killed mid-move leaves its temporary file behind, and /dev/shm is the host's.
+        run = hashlib.sha1(str(ckpt_dir.resolve()).encode()).hexdigest()[:12]
+        tmp = ckpt_dir / args.tmpdir / f".chaos-tmp-{run}-rank{os.environ.get('RANK', '0')}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        atexit.register(shutil.rmtree, tmp, True)
         # multiprocessing (the loader's workers) keeps its AF_UNIX sockets in the temporary directory, and a
         # socket's path has at most 107 bytes: it keeps the system's, chosen before the change.
         multiprocessing.util.get_temp_dir()
