@@ -16,6 +16,10 @@ resume needs there (the save counter set past the checkpoints on disk), and ``--
 resumes from the newest finished one instead of the newest (a save killed part-way is the newest).
 ``--save-delay-s`` (with ``--native-checkpoints``) stands in for slow storage: the loop's state,
 which Accelerate writes last, takes that long to write.
+
+``--global-batch`` keeps the samples per optimizer step whatever the world size, with Accelerate's
+gradient accumulation (``gradient_accumulation_steps`` and ``accelerator.accumulate``): a resume at
+another world size then skips the same samples the job trained (the loop's position counts steps).
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ from torch.utils.data import DataLoader  # noqa: E402
 
 from chaos import sdk  # noqa: E402
 from chaos.integrations import require, samples  # noqa: E402
-from userloop import arguments, begin, ckpt_root, newest_checkpoint, seal, staging, toy_problem  # noqa: E402
+from userloop import (  # noqa: E402
+    accumulation, add_global_batch, arguments, begin, ckpt_root, newest_checkpoint, seal, staging, toy_problem)
 
 LOOP_STATE = "loop.json"
 
@@ -53,17 +58,22 @@ def parse(argv: list[str] | None):
     ap.add_argument("--resume-complete", action="store_true",
                     help="with --native-checkpoints: resume from the newest finished checkpoint_N "
                          "(chaos.integrations.accelerate.last_complete_checkpoint), not load_state()'s pick")
+    add_global_batch(ap)  # with Accelerator(gradient_accumulation_steps=...) and accelerator.accumulate
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    if args.global_batch and args.native_checkpoints:
+        raise SystemExit("--global-batch is built into the loop with its own checkpoints: drop --native-checkpoints")
     accelerate = require("accelerate")
     config = accelerate.DataLoaderConfiguration(use_seedable_sampler=args.seedable_sampler)
     root = ckpt_root()
     project = accelerate.utils.ProjectConfiguration(project_dir=str(root), automatic_checkpoint_naming=True,
                                                     total_limit=args.keep) if args.native_checkpoints else None
-    accelerator = accelerate.Accelerator(cpu=True, dataloader_config=config, project_config=project)
+    micro = accumulation(args)  # micro-batches per optimizer step (1 without --global-batch)
+    accelerator = accelerate.Accelerator(cpu=True, dataloader_config=config, project_config=project,
+                                         gradient_accumulation_steps=micro)
     accelerate.utils.set_seed(args.seed)
     data, model, opt = toy_problem(args)
     loader = DataLoader(samples.Indexed(data), batch_size=args.batch_size, shuffle=True,
@@ -79,22 +89,31 @@ def main(argv: list[str] | None = None) -> int:
         accelerator.load_state(str(ckpt))
         loop = json.loads((ckpt / LOOP_STATE).read_text())
         step, epoch, in_epoch = loop["step"], loop["epoch"], loop["in_epoch"]
+        # load_state restores Accelerate's micro-batch counter as the saving world size counted it; accumulate()
+        # steps the optimizer when it reaches a multiple of this run's micro-batches per step.
+        accelerator.step = in_epoch * micro
     sdk.start(dataset_size=args.dataset_size, device="cpu", world_size=accelerator.num_processes)
     sdk.ckpt_load(step, str(ckpt) if ckpt else None)
 
     while step < args.steps:
         loader.set_epoch(epoch)
-        # The documented resume: skip what this epoch already trained.
-        batches = accelerator.skip_first_batches(loader, in_epoch) if in_epoch else loader
+        # The documented resume: skip what this epoch already trained (in this run's batches: `micro` per step).
+        batches = accelerator.skip_first_batches(loader, in_epoch * micro) if in_epoch else loader
+        losses = []
         for x, y in tracker.track(batches):
-            opt.zero_grad()
-            loss = torch.nn.functional.mse_loss(model(x), y)
-            accelerator.backward(loss)
-            opt.step()
+            with accelerator.accumulate(model):  # steps the optimizer every `micro` batches, and syncs then
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                accelerator.backward(loss)
+                opt.step()
+                opt.zero_grad()
+            losses.append(float(loss))
+            if not accelerator.sync_gradients:
+                continue
             step += 1
             in_epoch += 1
             time.sleep(args.step_sleep)
-            sdk.step(step, epoch=epoch, samples=tracker.take(), loss=float(loss))
+            sdk.step(step, epoch=epoch, samples=tracker.take(), loss=sum(losses) / len(losses))
+            losses = []
             if step % args.ckpt_every == 0 or step == args.steps:
                 save(accelerator, root, {"step": step, "epoch": epoch, "in_epoch": in_epoch}, args)
             if step >= args.steps:

@@ -23,8 +23,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))  # userloop, from any cwd
 if importlib.util.find_spec("chaos") is None:
-    sys.path.insert(0, str(HERE.parent))  # chaos from the source tree
+    sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
@@ -35,6 +36,7 @@ from chaos.integrations import require  # noqa: E402
 
 transformers = require("transformers")
 from chaos.integrations.hf import ChaosCallback, Indexed, last_complete_checkpoint  # noqa: E402
+from userloop import accumulation, add_global_batch  # noqa: E402
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -50,21 +52,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--resume-complete", action="store_true",
                     help="resume from chaos.integrations.hf.last_complete_checkpoint, not get_last_checkpoint")
     ap.add_argument("--save-delay-s", type=float, default=0.0, help="slow storage: hold each save open this long")
-    ap.add_argument("--global-batch", type=int, default=0,
-                    help="samples per optimizer step over all processes, kept whatever the world size by "
-                         "gradient accumulation (0: --batch-size per process, no accumulation)")
+    add_global_batch(ap)
     return ap.parse_args(argv)
-
-
-def accumulation(args: argparse.Namespace) -> int:
-    """Micro-batches per optimizer step that keep ``--global-batch`` at this run's world size."""
-    if not args.global_batch:
-        return 1
-    per_step = args.batch_size * int(os.environ.get("WORLD_SIZE", 1))
-    if args.global_batch % per_step:
-        raise SystemExit(f"--global-batch {args.global_batch} is not a multiple of {per_step} "
-                         f"(--batch-size {args.batch_size} x world size {per_step // args.batch_size})")
-    return args.global_batch // per_step
 
 
 class TokenSequences(torch.utils.data.Dataset):

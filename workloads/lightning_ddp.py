@@ -10,6 +10,10 @@ save_last=True)`` and ``trainer.fit(model, loader, ckpt_path="last")``, which re
 ``--stateful-loader`` uses torchdata's StatefulDataLoader: Lightning then saves the loader's state
 in the checkpoint and restores it (a plain DataLoader cannot resume mid-epoch, and Lightning warns).
 
+``--reshard-loader`` (with ``--stateful-sampler``) and ``--global-batch`` make a resume at another
+world size exact: the sampler is positioned from the samples the job consumed, and a step trains the
+same samples at any world size (``accumulate_grad_batches``).
+
 ``--save-delay-s`` stands in for a slow checkpoint filesystem (each file written onto it is held
 half-written that long), and ``--tmpdir`` says where the process's temporary files go: Lightning
 writes each ``.ckpt`` to a temporary file and moves it into place, which is a rename on the same
@@ -37,7 +41,7 @@ if importlib.util.find_spec("chaos") is None:
 import torch  # noqa: E402
 
 from chaos.integrations import require  # noqa: E402
-from userloop import arguments, toy_problem  # noqa: E402
+from userloop import accumulation, add_global_batch, arguments, toy_problem  # noqa: E402
 
 L = require("lightning")
 from chaos.integrations.lightning import ChaosCallback, Indexed  # noqa: E402
@@ -79,6 +83,30 @@ class SamplerEpochOnLoad(L.Callback):
 
     def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
         self.sampler.set_epoch(int(checkpoint["epoch"]))
+
+
+class ReshardLoader(L.Callback):
+    """On a resume at another world size, positions the sampler where the job stopped instead of loading the
+    loader's state: that state is rank 0's (Lightning saves the checkpoint from rank 0), and a sampler's count
+    of the indices it yielded means a place in the epoch only at the world size that counted it."""
+
+    def __init__(self, sampler, batch_size: int) -> None:
+        self.sampler, self.batch_size = sampler, batch_size
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        checkpoint["world_size"] = trainer.world_size
+
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        saved = checkpoint.get("world_size", trainer.world_size)
+        if saved == trainer.world_size:
+            return  # Lightning restores the loader's state as it was saved
+        # The batches each rank trained in the checkpoint's epoch (processed: its last one is in the checkpoint).
+        trained = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
+        consumed = trained * self.batch_size * saved
+        if consumed % trainer.world_size:
+            raise SystemExit(f"cannot reshard: {consumed} samples consumed do not split over {trainer.world_size} ranks")
+        checkpoint["loops"]["fit_loop"]["state_dict"].pop("combined_loader", None)
+        self.sampler.load_state_dict({"yielded": consumed // trainer.world_size})
 
 
 def slow_storage(root: Path, delay_s: float) -> None:
@@ -136,7 +164,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tmpdir", default=None,
                     help="where this process's temporary files go (what $TMPDIR sets); relative: inside the "
                          "checkpoint directory")
+    ap.add_argument("--reshard-loader", action="store_true",
+                    help="with --stateful-sampler: on a resume at another world size, position the sampler from "
+                         "the samples the job consumed instead of loading rank 0's loader state")
+    add_global_batch(ap)  # as Trainer(accumulate_grad_batches=...)
     args = ap.parse_args(argv)
+    if (args.reshard_loader or args.epoch_on_load) and not args.stateful_sampler:
+        ap.error("--reshard-loader and --epoch-on-load act on the sampler of --stateful-sampler")
     ckpt_dir = Path(os.environ.get("CHAOS_CKPT_DIR", "lightning-ckpt"))
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     if args.tmpdir:
@@ -164,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             shuffle=True, seed=args.seed)
         loader = loader_cls(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.num_workers)
         callbacks = [SamplerEpochOnLoad(sampler)] if args.epoch_on_load else []
+        callbacks += [ReshardLoader(sampler, args.batch_size)] if args.reshard_loader else []
     else:  # Lightning swaps in a DistributedSampler (use_distributed_sampler=True)
         callbacks = []
         loader = loader_cls(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.num_workers)
@@ -171,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
         dirpath=str(ckpt_dir), every_n_train_steps=args.ckpt_every,
         save_top_k=args.keep, monitor="step", mode="max",
         save_last=True if args.save_last == "true" else args.save_last)
-    trainer = L.Trainer(accelerator="cpu", devices=int(os.environ.get("LOCAL_WORLD_SIZE", 1)), strategy="ddp",
+    devices = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+    trainer = L.Trainer(accelerator="cpu", devices=devices, num_nodes=int(os.environ.get("WORLD_SIZE", 1)) // devices,
+                        strategy="ddp", accumulate_grad_batches=accumulation(args),
                         max_steps=args.steps, callbacks=[ChaosCallback(), checkpoints, *callbacks],  # chaos: ChaosCallback
                         logger=False, enable_progress_bar=False, enable_model_summary=False,
                         deterministic=True, use_distributed_sampler=not args.stateful_sampler)

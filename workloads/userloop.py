@@ -1,5 +1,6 @@
-"""What the stack workloads (stateful_loader.py, accelerate_loop.py) share: their toy problem and
-their checkpoint directory protocol, so each script shows only what its stack does differently.
+"""What the stack workloads share: their toy problem, their checkpoint directory protocol
+(stateful_loader.py, accelerate_loop.py) and the global-batch fix for a world-size change, so each
+script shows only what its stack does differently.
 
 A checkpoint is a ``step_N`` directory written under a temporary name, sealed with a manifest and
 renamed into place (a reader never sees a half-written one under its name); retention prunes by
@@ -39,6 +40,24 @@ def arguments(description: str, num_workers: int) -> argparse.ArgumentParser:
     ap.add_argument("--save-delay-s", type=float, default=0.0,
                     help="slow storage: each save is held open this long part-way through its files")
     return ap
+
+
+def add_global_batch(ap: argparse.ArgumentParser) -> None:
+    """``--global-batch``: the fix for a resume at another world size, shared by the scripts that take it."""
+    ap.add_argument("--global-batch", type=int, default=0,
+                    help="samples per optimizer step over all processes, kept whatever the world size by "
+                         "gradient accumulation (0: --batch-size per process, no accumulation)")
+
+
+def accumulation(args: argparse.Namespace) -> int:
+    """Micro-batches per optimizer step that keep ``--global-batch`` at this run's world size."""
+    if not args.global_batch:
+        return 1
+    per_step = args.batch_size * int(os.environ.get("WORLD_SIZE", 1))
+    if args.global_batch % per_step:
+        raise SystemExit(f"--global-batch {args.global_batch} is not a multiple of {per_step} "
+                         f"(--batch-size {args.batch_size} x world size {per_step // args.batch_size})")
+    return args.global_batch // per_step
 
 
 def toy_problem(args: argparse.Namespace) -> tuple[TensorDataset, torch.nn.Module, torch.optim.Optimizer]:

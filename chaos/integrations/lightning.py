@@ -14,8 +14,9 @@ What it reports, and from where:
   ``trainer.global_step`` (0 and no path: a fresh start);
 * ``step`` when ``trainer.global_step`` advanced at ``on_train_batch_end`` (an optimizer step; with
   ``accumulate_grad_batches`` several batches make one), with the indices of every batch since the
-  last one. ``on_train_batch_start`` receives the batch the training step is about to get, after
-  the loader's workers and the transfer to the device, and takes ``chaos_index`` out of it
+  last one and the mean of their ``training_step`` losses. ``on_train_batch_start`` receives the
+  batch the training step is about to get, after the loader's workers and the transfer to the
+  device, and takes ``chaos_index`` out of it
   (a dict batch is the same object the training step then sees); batches without it leave the
   steps without samples, and ``exactly_once`` says it cannot judge;
 * ``ckpt_begin`` / ``ckpt_commit`` around the strategy's ``CheckpointIO.save_checkpoint`` (every
@@ -71,7 +72,10 @@ class ChaosCallback(_lightning.pytorch.Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if loss is not None and hasattr(loss, "detach"):
-            self._losses.append(float(loss.detach()))
+            # Lightning hands callbacks the loss it backpropagates: training_step's divided by accumulate_grad_batches
+            # (automatic optimization only; manual optimization cannot accumulate). The report is what the model scored.
+            scale = trainer.accumulate_grad_batches if pl_module.automatic_optimization else 1
+            self._losses.append(float(loss.detach()) * scale)
         step = int(trainer.global_step)
         if step == self._last_step:  # accumulating: no optimizer step yet
             return

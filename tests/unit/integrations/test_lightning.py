@@ -30,10 +30,13 @@ class Module(L.LightningModule):
         super().__init__()
         self.net = torch.nn.Linear(4, 1)
         self.seen_keys: set[str] = set()
+        self.losses: list[float] = []
 
     def training_step(self, batch, batch_idx):
         self.seen_keys |= set(batch)
-        return torch.nn.functional.mse_loss(self.net(batch["x"]), batch["y"])
+        loss = torch.nn.functional.mse_loss(self.net(batch["x"]), batch["y"])
+        self.losses.append(float(loss))
+        return loss
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
@@ -65,6 +68,10 @@ def test_a_run_reports_steps_with_their_samples_saves_around_the_write_and_the_f
     assert all(len(s["samples"]) == 8 for s in steps)  # two batches of 4 per optimizer step
     assert sorted(i for s in steps[:4] for i in s["samples"]) == list(range(32))  # epoch 0: each index once
     assert [s["epoch"] for s in steps] == [0, 0, 0, 0, 1, 1]
+    # The loss training_step returned, averaged over the step's batches: Lightning hands callbacks the loss
+    # divided by accumulate_grad_batches, which is what it backpropagates, not what the model scored.
+    assert [s["loss"] for s in steps] == pytest.approx(
+        [(a + b) / 2 for a, b in zip(module.losses[::2], module.losses[1::2])], rel=1e-6)
     begins, commits = records(events, "ckpt_begin"), records(events, "ckpt_commit")
     assert [r["step"] for r in begins] == [r["step"] for r in commits] == [3, 6]
     assert all(Path(r["path"]).is_file() and r["bytes"] == Path(r["path"]).stat().st_size for r in commits)
