@@ -24,6 +24,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="collect every *.yaml as an experiment, not only files in an 'experiments' folder")
 
 
+HOST_SPEED_PROPERTY = "host_import_torch_cpu_s"
+"""The junit testsuite property with the host's speed at the start of the run (chaos.host_speed)."""
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """A run that writes junit XML records how fast the host was when it started: suite times from
+    different hours of the same box differ by up to 1.4x for the same code (chaos.host_speed)."""
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller writes the XML
+        return
+    from _pytest.junitxml import xml_key
+
+    xml = session.config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    from chaos.host_speed import import_torch_cpu_s
+
+    speed = import_torch_cpu_s()
+    if speed is not None:
+        xml.add_global_property(HOST_SPEED_PROPERTY, speed)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """Every test's CPU seconds in its call (this process and every descendant it reaped: torchrun, its ranks,

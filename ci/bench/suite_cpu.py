@@ -6,7 +6,9 @@
 The pytest plugin records each test's CPU seconds (its process and every descendant it reaped:
 torchrun, the ranks, a golden run) as the junit property ``cpu_s``. On a 2-core runner the suite
 is CPU-bound, so wall time per test mostly says how crowded the box was; CPU seconds say what
-each test costs, and their sum over the cores is the floor of the suite's wall time.
+each test costs, and their sum over the cores is the floor of the suite's wall time. Both move
+with the host's own speed, which the plugin records at the start of the run (the CPU seconds of one
+``import torch``, chaos.host_speed): compare two suites only with it in view.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
+from chaos.pytest_plugin import HOST_SPEED_PROPERTY
+
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -26,7 +30,10 @@ def main() -> int:
     ap.add_argument("--cores", type=int, default=2, help="cores of the runner, for the wall-time floor")
     a = ap.parse_args()
     rows = []
-    for case in ET.parse(a.junit).iter("testcase"):
+    tree = ET.parse(a.junit)
+    suite_props = {p.get("name"): p.get("value") for suite in tree.iter("testsuite")
+                   for props in suite.findall("properties") for p in props.iter("property")}
+    for case in tree.iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
         if "cpu_s" not in props:
             continue
@@ -43,6 +50,9 @@ def main() -> int:
         f[2] += cpu
     total = sum(r[3] for r in rows)
     console = Console()
+    speed = suite_props.get(HOST_SPEED_PROPERTY)
+    console.print(f"host speed at the start: import torch took {speed} CPU-s" if speed is not None else
+                  "host speed not recorded (a run before the plugin measured it): compare with care")
     files = Table(title=f"CPU by file: {total:.0f} CPU-s in {len(rows)} tests; floor on {a.cores} cores "
                         f"{total / a.cores / 60:.1f} min")
     for col in ("file", "tests", "wall s", "CPU s", "share"):

@@ -1,0 +1,19 @@
+"""chaos.host_speed: the CPU seconds of one fresh ``import torch``, and None when that cannot run."""
+
+from __future__ import annotations
+
+import sys
+
+from chaos.host_speed import import_torch_cpu_s
+
+
+def test_measures_a_fresh_interpreter_importing_torch() -> None:
+    speed = import_torch_cpu_s(trials=1)
+    assert speed is not None and 0.1 < speed < 60  # a real import, not this process's already-loaded module
+
+
+def test_an_interpreter_that_cannot_import_torch_gives_no_figure(tmp_path) -> None:
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'raise SystemExit(1)'\n")
+    fake.chmod(0o755)
+    assert import_torch_cpu_s(trials=1, python=str(fake)) is None
