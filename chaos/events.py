@@ -127,6 +127,10 @@ def read_records(paths: Iterable[str | os.PathLike[str]], *, validate: bool = Fa
     return sorted(records, key=lambda r: r.get("t", 0.0))
 
 
+def _t(r: Record) -> float:
+    return r.get("t", 0.0)
+
+
 def attempt_key(attempt: str) -> tuple[int, ...]:
     """Order attempts ``"0.2" < "0.10" < "1.0"`` numerically."""
     try:
@@ -160,11 +164,18 @@ class History:
 
     def add(self, records: Iterable[Record]) -> None:
         new = list(records)
+        if not new:
+            return
         if self.relabel:
             for r in new:
                 self._relabel(r)
+        new.sort(key=_t)
+        # Polled every 0.1 s for the whole run: new records mostly come after the old ones, and
+        # then need no sort of everything.
+        late = bool(self.records) and _t(new[0]) < _t(self.records[-1])
         self.records.extend(new)
-        self.records.sort(key=lambda r: r.get("t", 0.0))
+        if late:
+            self.records.sort(key=_t)
 
     def _relabel(self, r: Record) -> None:
         if r.get("source") == "harness":

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import psutil
 
+from chaos.clock import SYSTEM, Clock
 from chaos.shell import Shell
 from chaos.undo import Scope, Undo, UndoFormatError
 
@@ -47,8 +47,9 @@ class Ledger:
     ledger cannot make ``chaos cleanup`` touch anything the run did not own.
     """
 
-    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str], clock: Clock = SYSTEM) -> None:
         self.run_dir = Path(run_dir)
+        self.clock = clock
         self.path = self.run_dir / LEDGER_NAME
         self._entries: dict[int, Entry] = {}
         self._closed = False
@@ -98,7 +99,7 @@ class Ledger:
         self.owner_pid, self.owner_create_time = me.pid, me.create_time()
         active = state_dir() / "active"
         active.mkdir(parents=True, exist_ok=True)
-        self._append({"opened": True, "t": time.time(), "pid": self.owner_pid,
+        self._append({"opened": True, "t": self.clock.wall(), "pid": self.owner_pid,
                       "create_time": self.owner_create_time, "dirs": [str(d) for d in self.dirs]})
         (active / self._marker_name()).write_text(str(self.run_dir.resolve()))
 
@@ -124,7 +125,7 @@ class Ledger:
         """Record how to undo an action that is about to happen; returns its entry id."""
         entry_id = max(self._entries, default=0) + 1
         self._entries[entry_id] = Entry(entry_id, owner, undo)
-        self._append({"id": entry_id, "owner": owner, "undo": undo.to_json(), "t": time.time()})
+        self._append({"id": entry_id, "owner": owner, "undo": undo.to_json(), "t": self.clock.wall()})
         return entry_id
 
     def pending(self, owner: str | None = None) -> list[Entry]:
@@ -147,7 +148,7 @@ class Ledger:
             if refusal is not None:
                 failures.append(RevertFailure(entry.owner, entry.undo.describe(), refusal))
                 entry.done = True
-                self._append({"done": entry.id, "refused": refusal, "t": time.time()})
+                self._append({"done": entry.id, "refused": refusal, "t": self.clock.wall()})
                 continue
             try:
                 entry.undo.run(shell)
@@ -155,7 +156,7 @@ class Ledger:
                 failures.append(RevertFailure(entry.owner, entry.undo.describe(), str(exc)))
                 continue
             entry.done = True
-            self._append({"done": entry.id, "t": time.time()})
+            self._append({"done": entry.id, "t": self.clock.wall()})
         return failures
 
     def leftovers(self, shell: Shell) -> list[tuple[Entry, str]]:
@@ -177,7 +178,7 @@ class Ledger:
         """Mark the run finished (only when nothing is pending) and unregister it."""
         if self.pending():
             return
-        self._append({"closed": True, "t": time.time()})
+        self._append({"closed": True, "t": self.clock.wall()})
         self._closed = True
         (state_dir() / "active" / self._marker_name()).unlink(missing_ok=True)
 

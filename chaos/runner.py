@@ -7,7 +7,6 @@ import random
 import re
 import signal
 import sys
-import time
 import traceback
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +17,7 @@ from chaos.context import HarnessLog, RunContext
 from chaos.errors import ChaosError, UsageError
 from chaos.events import EventTail, History, attempt_key
 from chaos.experiment import Experiment, FaultSpec
+from chaos.clock import SYSTEM, Clock
 from chaos.faults.base import Fault
 from chaos.gameday.plan import describe
 from chaos.gameday.stop import StopRules
@@ -84,9 +84,9 @@ def _upcoming(armed: list[_Armed]) -> list[tuple[str, str]]:
             if a.max_fires is None or a.fires + len(a.due) < a.max_fires]
 
 
-def new_run_dir(runs_root: Path, name: str) -> Path:
+def new_run_dir(runs_root: Path, name: str, clock: Clock = SYSTEM) -> Path:
     """``runs/<name>-<time>``, unique even for parallel runs started in the same second."""
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.fromtimestamp(clock.wall()).strftime("%Y%m%d-%H%M%S")
     runs_root.mkdir(parents=True, exist_ok=True)
     for i in range(1000):
         suffix = f"-{i}" if i else ""
@@ -100,11 +100,12 @@ def new_run_dir(runs_root: Path, name: str) -> Path:
 
 
 class Runner:
-    """Runs one experiment. ``clock`` and ``sleep`` are injectable; ``golden`` provides the reference run."""
+    """Runs one experiment. ``clock`` (chaos.clock) is the run's one time source: the loop's waits and
+    every stamp it, its log, its ledger and its faults write; ``golden`` provides the reference run."""
 
     def __init__(self, experiment: Experiment, *, runs_root: Path | str = "runs", dry_run: bool = False,
                  golden: Callable[[], dict[str, Any]] | None = None, echo: Callable[[str], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
+                 clock: Clock = SYSTEM,
                  on_poll: Callable[[LiveState], None] | None = None) -> None:
         self.exp = experiment
         self.on_poll = on_poll
@@ -113,20 +114,19 @@ class Runner:
         self.golden = golden
         self.echo = echo or (lambda _msg: None)
         self.clock = clock
-        self.sleep = sleep
         self._signals = 0
         self._attempt_ranks: dict[str, set[tuple[str, int | None]]] = {}
         self._round_members: dict[int, list[Worker]] = {}
         self._round_label: dict[int, str] = {}
         self._finishing = False
         self._last_inject: float | None = None
-        self._t0 = clock()
+        self._t0 = clock.mono()
 
     # ----------------------------------------------------------------------------------- setup
 
     def _context(self, create: bool = True) -> RunContext:
         if not create:  # --dry-run: name the directory a run would use, touch nothing
-            run_dir = self.runs_root / f"{self.exp.name}-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}"
+            run_dir = self.runs_root / f"{self.exp.name}-{datetime.fromtimestamp(self.clock.wall()):%Y%m%d-%H%M%S}-{os.getpid()}"
             try:
                 os.stat(run_dir)
             except FileNotFoundError:
@@ -136,7 +136,7 @@ class Runner:
                                  f"pass a writable folder with a shorter path") from None
         else:
             try:
-                run_dir = new_run_dir(self.runs_root, self.exp.name)
+                run_dir = new_run_dir(self.runs_root, self.exp.name, self.clock)
             except (OSError, ValueError) as exc:  # ValueError: a NUL byte in --runs-dir
                 raise UsageError(f"cannot create the run directory under '{self.runs_root}': "
                                  f"{getattr(exc, 'strerror', None) or exc}; "
@@ -146,11 +146,11 @@ class Runner:
         ckpt = Path(with_run_dir(ckpt_dir, run_dir)) if ckpt_dir else run_dir / "ckpt"
         if create:
             ckpt.mkdir(parents=True, exist_ok=True)
-        log = HarnessLog(run_dir / "harness.jsonl" if create else None)
+        log = HarnessLog(run_dir / "harness.jsonl" if create else None, self.clock)
         target_cls = TARGETS.get(self.exp.target_kind)
-        ctx = RunContext(experiment=self.exp, run_dir=run_dir, ckpt_dir=ckpt, ledger=Ledger(run_dir),
+        ctx = RunContext(experiment=self.exp, run_dir=run_dir, ckpt_dir=ckpt, ledger=Ledger(run_dir, self.clock),
                          shell=Shell(log, dry_run=self.dry_run), log=log,
-                         rng=random.Random(self.exp.seed), dry_run=self.dry_run)
+                         rng=random.Random(self.exp.seed), dry_run=self.dry_run, clock=self.clock)
         ctx.target = target_cls(self.exp.target)
         return ctx
 
@@ -180,12 +180,13 @@ class Runner:
         diagnostics: list[str] = []
         exit_code: int | None = None
         timed_out = False
-        start = self.clock()
-        wall0 = time.time()
+        start = self.clock.mono()
+        wall0 = self.clock.wall()
         revert_failures: list[str] = []
         harness_error: str | None = None
         interrupted_by: int | None = None
         tail_output = ""
+        tail = EventTail(run.events_dir, validate=True)
         try:
             run.ledger.open(dirs=[run.ckpt_dir, *run.target.owned_dirs(run)])
             run.target.check(run)
@@ -198,10 +199,10 @@ class Runner:
                 a.fault.prepare(run)
             run.log("launch", launch=run.launch_no, target=self.exp.target_kind,
                     nodes=run.target.node_count, experiment=self.exp.name)
-            start = self._t0 = self.clock()
+            start = self._t0 = self.clock.mono()
             run.target.launch(run)
             self.witness.start()
-            exit_code, timed_out = self._loop(run, armed, records, diagnostics, start)
+            exit_code, timed_out = self._loop(run, tail, armed, records, diagnostics, start)
         except Interrupted as exc:
             harness_error = str(exc)
             interrupted_by = exc.signum
@@ -218,10 +219,15 @@ class Runner:
             self.witness.close()
             for s, handler in old.items():
                 signal.signal(s, handler)
-        wall_s = self.clock() - start
+        wall_s = self.clock.mono() - start
         records += self._unfired(armed)
         run.log("exit", code=exit_code, timed_out=timed_out, wall_s=round(wall_s, 3))
-        history = History.from_run_dir(run.run_dir)
+        # The one history the loop kept is the run's record: what the ranks wrote until they were
+        # stopped, and everything the harness logged, read as harness.jsonl says it; no second pass.
+        history = run.history
+        history.add([*tail.poll(), *run.log.drain()])
+        history.malformed = list(tail.bad_lines)
+        history.align_attempts()
         for rec in records:
             if rec.injected:
                 rec.recovery = compute_recovery(history, rec, until=self._next_fault(records, rec))
@@ -288,9 +294,8 @@ class Runner:
         print("\n".join(lines), file=sys.stderr, flush=True)
         os._exit(130)
 
-    def _loop(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord],
+    def _loop(self, run: RunContext, tail: EventTail, armed: list[_Armed], records: list[FaultRecord],
               diagnostics: list[str], start: float) -> tuple[int | None, bool]:
-        tail = EventTail(run.events_dir, validate=True)
         step_re = re.compile(self.exp.workload.step_regex) if self.exp.workload.step_regex else None
         out_tail = _LineTail(run.run_dir / "output.log") if step_re else None
         max_step = 0
@@ -302,12 +307,14 @@ class Runner:
         join_timeout = self.exp.workload.join_timeout_s
         stop_rules = StopRules(self.exp.gameday.stop) if self.exp.gameday is not None else None
         while True:
-            now = self.clock() - start
+            now = self.clock.mono() - start
             new = tail.poll()
             self._watch_workers(run, known, spawned, world)
-            if out_tail is not None:
-                new += self._regex_steps(run, out_tail, step_re, spawned)
-            run.history.add(new)  # first: it relabels a round's attempts (History.align_attempts)
+            seen = self._regex_steps(run, out_tail, step_re, spawned) if out_tail is not None else []
+            # The history gets the workload's events and all the harness logged (the steps seen in
+            # the output among it), first: it relabels a round's attempts (History.align_attempts).
+            run.history.add(new + run.log.drain())
+            new += seen  # the triggers and the witness read steps seen from outside too
             for rec in new:
                 if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
                     max_step = max(max_step, rec["step"])
@@ -350,7 +357,7 @@ class Runner:
             if code is not None:
                 # One last read: events flushed just before the agent exited.
                 last = tail.poll()
-                run.history.add(last)
+                run.history.add(last + run.log.drain())
                 self.witness.observe(last)
                 # The health monitor may have excluded a device and stopped the launch for it:
                 # play the scheduler and relaunch without it (chaos/health/relaunch.py).
@@ -364,7 +371,7 @@ class Runner:
             if now > self.exp.timeout_s:
                 run.log("timeout", timeout_s=self.exp.timeout_s)
                 return None, True
-            self.sleep(POLL_S)
+            self.clock.sleep(POLL_S)
 
     def _regex_steps(self, run: RunContext, out_tail: "_LineTail", step_re: re.Pattern,
                      spawned: dict[str, float]) -> list[dict]:
@@ -396,7 +403,7 @@ class Runner:
                 for m in self._round_members[w.generation]:
                     if m.attempt(run.launch_no) != label:
                         run.history.set_attempt(m.node, m.pid, label)
-                spawned.setdefault(label, self.clock() - self._t0)
+                spawned.setdefault(label, self.clock.mono() - self._t0)
                 self._attempt_ranks.setdefault(label, set()).update(
                     (m.node, m.rank) for m in self._round_members[w.generation])
                 world[label] = len(self._attempt_ranks[label])
@@ -419,7 +426,7 @@ class Runner:
                 a.fires += 1
                 records.append(self._inject(run, a))
                 # The triggers polled after this one see it (in_training's gap_s).
-                self._last_inject = state.last_inject = self.clock() - self._t0
+                self._last_inject = state.last_inject = self.clock.mono() - self._t0
             for rec, until in list(a.active):
                 if until is not None and state.now >= until:
                     self._revert(run, a, rec)
@@ -427,7 +434,7 @@ class Runner:
                     a.active.remove((rec, until))
 
     def _inject(self, run: RunContext, a: _Armed) -> FaultRecord:
-        rec = FaultRecord(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=time.time(),
+        rec = FaultRecord(index=a.fault.index, kind=a.fault.kind, label=a.fault.label, t_inject=self.clock.wall(),
                           optional=a.fault.config.optional)
         rec.details["max_step_before"] = run.history.max_step()
         rec.details["trigger"] = a.spec.trigger.describe()
@@ -436,7 +443,7 @@ class Runner:
             # A fault that first had to find its target (a listing step on a remote node) says when
             # it acted: recovery is timed from there, not from when the search began.
             acted = details.pop("t_fault", None)
-            if isinstance(acted, float) and rec.t_inject <= acted <= time.time():
+            if isinstance(acted, float) and rec.t_inject <= acted <= self.clock.wall():
                 rec.t_inject = acted
             rec.details.update(details)
             run.log("fault_inject", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index,
@@ -450,12 +457,12 @@ class Runner:
         duration = a.fault.config.duration_s
         if duration:
             rec.details["duration_s"] = duration
-        a.active.append((rec, (self.clock() - self._t0) + duration if duration else None))
+        a.active.append((rec, (self.clock.mono() - self._t0) + duration if duration else None))
         return rec
 
     def _revert(self, run: RunContext, a: _Armed, rec: FaultRecord) -> None:
         failures = a.fault.revert(run)
-        rec.t_revert = time.time()
+        rec.t_revert = self.clock.wall()
         rec.revert_errors = [f"{f.action}: {f.error}" for f in failures]
         run.log("fault_revert", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index,
                 errors=rec.revert_errors)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal as _signal
-import time
 from typing import Any, Literal
 
 from chaos.context import RunContext
@@ -32,7 +31,7 @@ class HangRank(Fault, kind="hang-rank"):
         workers = select_workers(run, self.config.rank, self.config.node)
         for w in workers:
             run.ledger.push(self.owner, resume_later(run, w))
-        t_fault = time.time()
+        t_fault = run.clock.wall()
         pids = signal_workers(run, workers, _signal.SIGSTOP)
         return {"t_fault": t_fault, "pids": pids, "ranks": [w.rank for w in workers if w.pid in pids],
                 "nodes": sorted({w.node for w in workers}), "attempt": workers[0].attempt(run.launch_no)}

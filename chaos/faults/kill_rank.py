@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import signal as _signal
-import time
 from typing import Any, Literal
 
 from pydantic import field_validator
@@ -101,7 +100,7 @@ class KillRank(Fault, kind="kill-rank"):
         c = self.config
         workers = select_workers(run, c.rank, c.node)
         # Nothing to register for revert: a killed process stays killed, recovery is the job's.
-        t_fault = time.time()
+        t_fault = run.clock.wall()
         pids = signal_workers(run, workers, getattr(_signal, c.signal))
         return {"t_fault": t_fault, "pids": pids, "ranks": [w.rank for w in workers if w.pid in pids], "signal": c.signal,
                 "attempt": workers[0].attempt(run.launch_no)}

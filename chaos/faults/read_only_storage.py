@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pydantic import Field
@@ -34,14 +33,14 @@ class ReadOnlyStorage(CkptMountFault, kind="read-only-storage"):
         # Only when it is read-only now: never "restore" rw on a mount someone else made ro.
         run.ledger.push(self.owner, Command(["mount", "-o", "remount,rw", path],
                                             only_if=["findmnt", "-n", "-O", "ro", "-M", path]))
-        deadline = time.monotonic() + self.config.busy_retry_s
+        deadline = run.clock.mono() + self.config.busy_retry_s
         tries = 0
         while True:
             tries += 1
             result = run.shell.run(["mount", "-o", "remount,ro", path], check=False)
             if result.ok:
                 return {"path": path, "tries": tries}
-            if time.monotonic() >= deadline:
+            if run.clock.mono() >= deadline:
                 raise FaultError(f"could not remount {path} read-only after {tries} tries: "
                                  f"{result.stderr.strip() or result.stdout.strip()}")
-            time.sleep(0.05)
+            run.clock.sleep(0.05)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -174,7 +173,7 @@ class Xid(Fault, kind="xid"):
         if c.sink == "file":
             # dmesg's "[seconds since boot]" prefix, so tools that parse real logs parse this one.
             with open(self._log_path(run, self._node), "a", encoding="utf-8") as fh:
-                fh.write(f"[{time.monotonic():12.6f}] {line}\n")
+                fh.write(f"[{run.clock.mono():12.6f}] {line}\n")
         elif c.sink == "kmsg":
             fd = os.open("/dev/kmsg", os.O_WRONLY)
             try:

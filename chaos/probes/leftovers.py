@@ -9,11 +9,25 @@ environment restart in the middle of the suite, then ``rm -rf runs/tests``, left
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+
 from chaos.doctor import Host, ProbeResult, probe
 from chaos.ledger import LEDGER_NAME, Ledger, unfinished_runs
 
 PREFIX = "chaos-"
 DOCTOR_PREFIX = "chaos-doctor-"  # the doctor's own throwaway namespace (chaos.doctor.Host.netns)
+NETNS_DIR = Path("/run/netns")  # where `ip netns add` mounts each named namespace
+# A run makes its namespaces before its ledger names them and before anything runs in them: a
+# namespace younger than this is a run starting up, not an abandoned one.
+YOUNG_S = 120.0
+
+
+def _young(name: str) -> bool:
+    try:
+        return time.time() - (NETNS_DIR / name).stat().st_mtime < YOUNG_S
+    except OSError:
+        return False  # its age cannot be read: judged by ledgers and processes alone
 
 
 def classify_namespaces(host: Host) -> dict[str, list[str]]:
@@ -36,8 +50,10 @@ def classify_namespaces(host: Host) -> dict[str, list[str]]:
             out["live" if any(owners) else "unfinished"].append(name)
             continue
         pids = host.shell.run(["ip", "netns", "pids", name], check=False)
-        # Something runs there (a run starting up, or not ours): not for the doctor to call abandoned.
-        out["live" if not pids.ok or pids.stdout.strip() else "orphan"].append(name)
+        # Something runs there, or it was made moments ago (a run starting up, or not ours): not for
+        # the doctor to call abandoned.
+        in_use = not pids.ok or bool(pids.stdout.strip()) or _young(name)
+        out["live" if in_use else "orphan"].append(name)
     return out
 
 
@@ -52,5 +68,5 @@ def leftovers(host: Host) -> ProbeResult:
     if found["unfinished"]:
         return ProbeResult(False, f"{len(found['unfinished'])} chaos network namespace(s) of runs whose harness died "
                                   f"before reverting: {', '.join(found['unfinished'])}", "chaos cleanup")
-    live = f" ({len(found['live'])} in use by running jobs)" if found["live"] else ""
+    live = f" ({len(found['live'])} in use or just made by running jobs)" if found["live"] else ""
     return ProbeResult(True, f"no chaos network namespaces left behind{live}")

@@ -27,7 +27,6 @@ import shutil
 import signal as _signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -307,10 +306,10 @@ class Slurm(Netns, kind="slurm"):
             node.info["slurm_node"] = node.name
 
     def teardown(self, run: RunContext) -> list[Any]:
-        t0 = time.monotonic()
+        t0 = run.clock.mono()
         failures = super().teardown(run)
         if self.cluster is not None:  # daemons stopped, state removed, namespaces deleted
-            run.log("slurm_cluster_down", seconds=round(time.monotonic() - t0, 3), failures=len(failures))
+            run.log("slurm_cluster_down", seconds=round(run.clock.mono() - t0, 3), failures=len(failures))
         return failures
 
     # ------------------------------------------------------------------------------- the job
@@ -493,7 +492,7 @@ class Slurm(Netns, kind="slurm"):
         """None while the job may still run (pending, running, requeued); then its exit status."""
         if self.control is None or self.job_id is None or self.run is None:
             return 1
-        now = time.monotonic()
+        now = self.run.clock.mono()
         if now - self._asked < POLL_JOB_S and self.job is not None and not self.job.finished:
             return None
         self._asked = now

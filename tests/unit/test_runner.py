@@ -5,10 +5,14 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
+from chaos.clock import ScaledClock
+from chaos.events import History
 from chaos.experiment import load_experiment
 from chaos.runner import Runner
 
@@ -56,6 +60,17 @@ def test_kill_rank_is_injected_at_the_step_and_recovery_is_timed(tmp_path: Path)
     assert journal["attempts"] == ["0.0", "0.1"]
     junit = (report.run_dir / "junit.xml").read_text()
     assert 'tests="2"' in junit and 'failures="0"' in junit
+    assert_one_history(report)
+
+
+def assert_one_history(report) -> None:
+    """The history the loop kept, which the checks judged, is what the run's files say: nothing the
+    ranks or the harness wrote was missed, nothing is there twice."""
+    def canon(history: History) -> list[str]:
+        return sorted(json.dumps(r, sort_keys=True, default=str) for r in history.records)
+    disk = History.from_run_dir(report.run_dir)
+    assert canon(report.outcome.history) == canon(disk)
+    assert report.outcome.history.malformed == disk.malformed
 
 
 def test_a_failed_check_gives_exit_1_with_a_reason(tmp_path: Path) -> None:
@@ -80,6 +95,36 @@ def test_timeout_kills_the_tree_and_says_so(tmp_path: Path) -> None:
     assert report.outcome.timed_out and report.exit_code == 1
     assert report.checks[0].reason.startswith("timed out after 0.5 s")
     assert report.run_dir.joinpath("ledger.jsonl").read_text().splitlines()[-1].startswith('{"closed"')
+
+
+def test_the_runs_one_clock_times_its_limits_and_stamps_everything_it_writes(tmp_path: Path) -> None:
+    # A clock 20x faster than the host's and 100 days ahead: the 40 s timeout passes in 2 s of real
+    # time, and every stamp the run writes (its log, its ledger, the fault's) is on that clock.
+    shift = 100 * 86400.0
+    clock = ScaledClock(factor=20, shift_s=shift)
+    exp = experiment(tmp_path, """\
+        faults:
+          - kind: kill-rank
+            rank: 1
+            trigger: {at_step: 3}
+        checks: [completes]
+        """, extra_args=', --steps, "100000"')
+    exp.timeout_s = 40
+    # The join timeout is on the same clock: 3 s would be 0.15 s of real time for the restart.
+    exp.workload = exp.workload.model_copy(update={"join_timeout_s": 600})
+    began = time.monotonic()
+    report = Runner(exp, runs_root=tmp_path / "runs", clock=clock).run()
+    real_s = time.monotonic() - began
+    assert report.outcome.timed_out and report.checks[0].reason.startswith("timed out after 40 s")
+    assert real_s < 20 <= report.outcome.wall_s, (real_s, report.outcome.wall_s)
+    ahead = clock._wall0 + shift
+    [fault] = report.outcome.faults
+    assert fault.injected and ahead <= fault.t_inject <= fault.t_revert
+    logged = [json.loads(line) for line in (report.run_dir / "harness.jsonl").read_text().splitlines()]
+    ledger = [json.loads(line) for line in (report.run_dir / "ledger.jsonl").read_text().splitlines()]
+    assert logged and all(r["t"] >= ahead for r in logged)
+    assert [r for r in ledger if "t" in r] and all(r["t"] >= ahead for r in ledger if "t" in r)
+    assert report.run_dir.name.startswith(f"fake-{datetime.fromtimestamp(ahead):%Y%m%d}")
 
 
 def test_an_attempt_stuck_before_joining_is_named(tmp_path: Path) -> None:
@@ -156,6 +201,7 @@ def test_a_script_without_the_protocol_is_followed_through_step_regex(tmp_path: 
     assert "inferred" in rec["evidence"]["lost_steps"]
     journal = json.loads((report.run_dir / "journal.json").read_text())
     assert journal["attempts"] == ["0.0", "0.1"]
+    assert_one_history(report)
 
 
 def test_regex_workload_recovery_time_passes_with_figures_seen_from_outside(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -75,7 +76,20 @@ def test_a_namespace_with_a_process_in_it_is_not_called_abandoned(runs) -> None:
     # A run still setting up has not written its ledger yet, or the namespace is someone else's.
     host = Host(shell=FakeShell({"chaos-cccccc-n1": [1234], "chaos-doctor-99": []}))
     result = probe.leftovers(host)
-    assert result.ok and "1 in use by running jobs" in result.detail
+    assert result.ok and "1 in use or just made by running jobs" in result.detail
+
+
+def test_a_namespace_made_moments_ago_is_not_called_abandoned(runs, tmp_path: Path, monkeypatch) -> None:
+    # Between `ip netns add` and the ledger line or the first process, a starting run looks orphaned.
+    monkeypatch.setattr(probe, "NETNS_DIR", tmp_path)
+    (tmp_path / "chaos-dddddd-n0").touch()
+    old = tmp_path / "chaos-eeeeee-n0"
+    old.touch()
+    past = old.stat().st_mtime - probe.YOUNG_S - 5
+    os.utime(old, (past, past))
+    host = Host(shell=FakeShell({"chaos-dddddd-n0": [], "chaos-eeeeee-n0": []}))
+    assert probe.classify_namespaces(host) == {"live": ["chaos-dddddd-n0"], "unfinished": [],
+                                               "orphan": ["chaos-eeeeee-n0"]}
 
 
 def test_a_clean_host(runs) -> None:
