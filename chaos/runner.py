@@ -29,6 +29,7 @@ from chaos.outcome import (CheckResult, FaultRecord, RunOutcome, RunReport, exit
                            judge_protocol)
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
+from chaos.progress import Progress
 from chaos.registry import TARGETS
 from chaos.safety import stop_run_processes
 from chaos.shell import Shell
@@ -187,6 +188,7 @@ class Runner:
         interrupted_by: int | None = None
         tail_output = ""
         tail = EventTail(run.events_dir, validate=True)
+        self.progress = Progress(history=run.history)
         try:
             run.ledger.open(dirs=[run.ckpt_dir, *run.target.owned_dirs(run)])
             run.target.check(run)
@@ -224,8 +226,8 @@ class Runner:
         run.log("exit", code=exit_code, timed_out=timed_out, wall_s=round(wall_s, 3))
         # The one history the loop kept is the run's record: what the ranks wrote until they were
         # stopped, and everything the harness logged, read as harness.jsonl says it; no second pass.
-        history = run.history
-        history.add([*tail.poll(), *run.log.drain()])
+        self.progress.fold(tail.poll(), run.log.drain(), [])
+        history = self.progress.history
         history.malformed = list(tail.bad_lines)
         history.align_attempts()
         for rec in records:
@@ -298,45 +300,26 @@ class Runner:
               diagnostics: list[str], start: float) -> tuple[int | None, bool]:
         step_re = re.compile(self.exp.workload.step_regex) if self.exp.workload.step_regex else None
         out_tail = _LineTail(run.run_dir / "output.log") if step_re else None
-        max_step = 0
         known: dict[tuple[int, float], Worker] = {}
-        spawned: dict[str, float] = {}
-        joined: dict[str, set[int]] = {}
-        world: dict[str, int] = {}
-        stuck_named: set[str] = set()
-        join_timeout = self.exp.workload.join_timeout_s
+        progress = self.progress
         stop_rules = StopRules(self.exp.gameday.stop) if self.exp.gameday is not None else None
         while True:
             now = self.clock.mono() - start
-            new = tail.poll()
-            self._watch_workers(run, known, spawned, world)
-            seen = self._regex_steps(run, out_tail, step_re, spawned) if out_tail is not None else []
-            # The history gets the workload's events and all the harness logged (the steps seen in
-            # the output among it), first: it relabels a round's attempts (History.align_attempts).
-            run.history.add(new + run.log.drain())
-            new += seen  # the triggers and the witness read steps seen from outside too
-            for rec in new:
-                if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
-                    max_step = max(max_step, rec["step"])
-                if rec.get("ev") == "start":
-                    joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
+            workload = tail.poll()
+            self._watch_workers(run, known, progress)
+            seen = self._regex_steps(run, out_tail, step_re, progress.newest_attempt) if out_tail is not None else []
+            new = progress.fold(workload, run.log.drain(), seen)
             self.witness.observe(new)
-            # Only a workload seen to speak the protocol (some attempt sent `start`) can be judged
-            # stuck by its silence; a script without the protocol is only bounded by timeout_s.
-            for attempt, t_spawn in spawned.items() if joined else ():
-                need = world.get(attempt, 1)
-                have = len(joined.get(attempt, ()))
-                if have < need and attempt not in stuck_named and now - t_spawn > join_timeout:
-                    stuck_named.add(attempt)
-                    msg = (f"attempt {attempt} spawned, {'no rank' if not have else f'only {have} of {need} ranks'} "
-                           f"joined the process group within {join_timeout:g} s")
-                    diagnostics.append(msg)
-                    run.log("stuck", attempt=attempt, joined=have, world_size=need, message=msg)
-                    self.echo(msg)
-            if stuck_named and any(len(joined.get(a, ())) < world.get(a, 1) for a in stuck_named):
+            for stuck in progress.newly_stuck(now, self.exp.workload.join_timeout_s):
+                diagnostics.append(stuck.message)
+                run.log("stuck", attempt=stuck.attempt, joined=stuck.joined, world_size=stuck.world_size,
+                        message=stuck.message)
+                self.echo(stuck.message)
+            if progress.still_stuck:
                 # A rendezvous that has not completed in join_timeout_s will not: waiting only burns time.
                 return run.target.exit_code(), False
-            stop = stop_rules(now, max_step, len(spawned)) if stop_rules is not None else None
+            max_step = progress.max_step
+            stop = stop_rules(now, max_step, len(progress.spawned)) if stop_rules is not None else None
             if stop is not None:
                 msg = f"game day stopped: {stop}"
                 diagnostics.append(msg)
@@ -347,8 +330,8 @@ class Runner:
             self._fire(run, armed, records, state)
             if self.on_poll is not None:
                 try:
-                    self.on_poll(LiveState(now, max_step, max(spawned, key=attempt_key) if spawned else None,
-                                           run.history, records, _upcoming(armed)))
+                    self.on_poll(LiveState(now, max_step, progress.newest_attempt,
+                                           progress.history, records, _upcoming(armed)))
                 except Exception as exc:  # a broken view must not end a game day: drop it, say so, go on
                     self.on_poll = None
                     run.log("live_view_error", error=f"{type(exc).__name__}: {exc}")
@@ -356,8 +339,7 @@ class Runner:
             code = run.target.exit_code()
             if code is not None:
                 # One last read: events flushed just before the agent exited.
-                last = tail.poll()
-                run.history.add(last + run.log.drain())
+                last = progress.fold(tail.poll(), run.log.drain(), [])
                 self.witness.observe(last)
                 # The health monitor may have excluded a device and stopped the launch for it:
                 # play the scheduler and relaunch without it (chaos/health/relaunch.py).
@@ -374,10 +356,10 @@ class Runner:
             self.clock.sleep(POLL_S)
 
     def _regex_steps(self, run: RunContext, out_tail: "_LineTail", step_re: re.Pattern,
-                     spawned: dict[str, float]) -> list[dict]:
+                     newest: str | None) -> list[dict]:
         # Seen from outside: a step line belongs to the newest attempt the harness saw spawn (the
         # output of a killed attempt is flushed before its successor has imported torch).
-        attempt = max(spawned, key=attempt_key) if spawned else f"{run.launch_no}.0"
+        attempt = newest or f"{run.launch_no}.0"
         recs = []
         for line in out_tail.poll():
             m = step_re.search(line)
@@ -389,7 +371,7 @@ class Runner:
                 recs.append(run.log("step", step=step, source="output", attempt=attempt))
         return recs
 
-    def _watch_workers(self, run: RunContext, known: dict, spawned: dict, world: dict) -> None:
+    def _watch_workers(self, run: RunContext, known: dict, progress: Progress) -> None:
         current = {w.key: w for w in run.tree.workers()}
         for key, w in current.items():
             if key not in known:
@@ -403,10 +385,9 @@ class Runner:
                 for m in self._round_members[w.generation]:
                     if m.attempt(run.launch_no) != label:
                         run.history.set_attempt(m.node, m.pid, label)
-                spawned.setdefault(label, self.clock.mono() - self._t0)
                 self._attempt_ranks.setdefault(label, set()).update(
                     (m.node, m.rank) for m in self._round_members[w.generation])
-                world[label] = len(self._attempt_ranks[label])
+                progress.spawn(label, self.clock.mono() - self._t0, len(self._attempt_ranks[label]))
                 run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,
                         generation=w.generation)
         for key, w in known.items():

@@ -1,0 +1,90 @@
+"""The run so far, folded from what arrives at each poll: the one object the run loop reads.
+
+Triggers, stuck detection, game-day stop rules and the live view read it while the run goes; its
+``history`` is what recovery figures and checks judge when it ends. Folding happens in one place,
+so a fact (the highest step, which ranks joined an attempt) cannot mean one thing to a trigger
+and another to a check, and the rules on it are tested from records alone, with no processes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chaos.events import History, Record, attempt_key
+
+
+@dataclass(frozen=True)
+class Stuck:
+    """An attempt whose workers were spawned but whose ranks did not all join within the join timeout."""
+
+    attempt: str
+    joined: int
+    world_size: int
+    timeout_s: float
+
+    @property
+    def message(self) -> str:
+        who = "no rank" if not self.joined else f"only {self.joined} of {self.world_size} ranks"
+        return f"attempt {self.attempt} spawned, {who} joined the process group within {self.timeout_s:g} s"
+
+
+@dataclass
+class Progress:
+    history: History = field(default_factory=History)
+    """Every workload and harness record so far, time-ordered: what the checks judge at the end."""
+    max_step: int = 0
+    """Highest optimizer step any rank reported (or the output showed), over all attempts."""
+    joined: dict[str, set[int | None]] = field(default_factory=dict)
+    """Attempt -> the ranks that sent ``start`` in it (joined the process group)."""
+    spawned: dict[str, float] = field(default_factory=dict)
+    """Attempt -> seconds since launch when the harness first saw one of its workers."""
+    world: dict[str, int] = field(default_factory=dict)
+    """Attempt -> how many ranks the harness saw in its round of workers."""
+    stuck: list[Stuck] = field(default_factory=list)
+    """Attempts named stuck so far, each once."""
+
+    def fold(self, workload: list[Record], logged: list[Record], seen: list[Record]) -> list[Record]:
+        """Take one poll's records: the ranks' events, what the harness logged, and steps seen in the
+        output (already among ``logged``). Returns what triggers see as new: the workload's records
+        and the steps seen from outside."""
+        # First: the history relabels a round's attempts (History.align_attempts).
+        self.history.add(workload + logged)
+        new = workload + seen
+        for rec in new:
+            if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
+                self.max_step = max(self.max_step, rec["step"])
+            elif rec.get("ev") == "start":
+                self.joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
+        return new
+
+    def spawn(self, attempt: str, at_s: float, world_size: int) -> None:
+        """The harness saw a worker of ``attempt`` (``at_s`` since launch) in a round of ``world_size`` ranks."""
+        self.spawned.setdefault(attempt, at_s)
+        self.world[attempt] = world_size
+
+    @property
+    def newest_attempt(self) -> str | None:
+        return max(self.spawned, key=attempt_key) if self.spawned else None
+
+    def newly_stuck(self, now_s: float, join_timeout_s: float) -> list[Stuck]:
+        """Attempts that have just passed ``join_timeout_s`` since their spawn without all ranks joined.
+
+        Only a workload seen to speak the protocol (some attempt sent ``start``) can be judged stuck
+        by its silence; a script without the protocol is bounded only by ``timeout_s``.
+        """
+        if not self.joined:
+            return []
+        named = {s.attempt for s in self.stuck}
+        out = []
+        for attempt, t_spawn in self.spawned.items():
+            need = self.world.get(attempt, 1)
+            have = len(self.joined.get(attempt, ()))
+            if have < need and attempt not in named and now_s - t_spawn > join_timeout_s:
+                out.append(Stuck(attempt, have, need, join_timeout_s))
+        self.stuck += out
+        return out
+
+    @property
+    def still_stuck(self) -> bool:
+        """A stuck attempt has still not completed its rendezvous: waiting longer only burns time."""
+        return any(len(self.joined.get(s.attempt, ())) < self.world.get(s.attempt, 1) for s in self.stuck)

@@ -1,0 +1,50 @@
+"""The run's progress folded from records alone: highest step, joins, stuck attempts; no processes."""
+
+from __future__ import annotations
+
+from chaos.progress import Progress
+
+
+def ev(name: str, t: float, **fields) -> dict:
+    return {"ev": name, "t": t, **fields}
+
+
+def test_fold_keeps_one_history_and_the_facts_triggers_read() -> None:
+    p = Progress()
+    seen = ev("step", 3.0, step=9, source="output", attempt="0.0")  # logged by the harness as it saw it
+    new = p.fold([ev("start", 1.0, attempt="0.0", rank=0), ev("step", 2.0, step=4, attempt="0.0", rank=0)],
+                 [ev("worker_spawn", 0.5, source="harness"), seen], [seen])
+    assert p.max_step == 9 and p.joined == {"0.0": {0}}
+    assert [r["ev"] for r in new] == ["start", "step", "step"]  # the triggers see the seen step too
+    # The history holds each record once, in time order: the seen step came in through the log only.
+    assert [(r["ev"], r["t"]) for r in p.history.records] == [
+        ("worker_spawn", 0.5), ("start", 1.0), ("step", 2.0), ("step", 3.0)]
+
+
+def test_a_late_record_is_put_in_its_place() -> None:
+    p = Progress()
+    p.fold([ev("step", 5.0, step=2, attempt="0.0", rank=0)], [], [])
+    p.fold([ev("step", 4.0, step=1, attempt="0.0", rank=1)], [], [])
+    assert [r["t"] for r in p.history.records] == [4.0, 5.0]
+
+
+def test_an_attempt_is_named_stuck_once_after_the_join_timeout_and_only_while_ranks_are_missing() -> None:
+    p = Progress()
+    p.spawn("0.0", 0.0, 2)
+    p.fold([ev("start", 1.0, attempt="0.0", rank=0)], [], [])
+    assert p.newly_stuck(now_s=2.9, join_timeout_s=3) == [] and not p.still_stuck
+    [stuck] = p.newly_stuck(now_s=3.1, join_timeout_s=3)
+    assert stuck.message == "attempt 0.0 spawned, only 1 of 2 ranks joined the process group within 3 s"
+    assert p.newly_stuck(now_s=9.0, join_timeout_s=3) == [] and p.still_stuck
+    p.fold([ev("start", 9.5, attempt="0.0", rank=1)], [], [])
+    assert not p.still_stuck
+
+
+def test_a_script_that_never_speaks_the_protocol_is_never_called_stuck() -> None:
+    # No attempt sent `start`: silence says nothing; such a run is bounded by timeout_s alone.
+    p = Progress()
+    p.spawn("0.0", 0.0, 2)
+    assert p.newly_stuck(now_s=1000.0, join_timeout_s=3) == [] and p.newest_attempt == "0.0"
+    p.spawn("0.10", 5.0, 2)
+    p.spawn("0.9", 4.0, 2)
+    assert p.newest_attempt == "0.10"
