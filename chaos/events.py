@@ -9,47 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-Record = dict[str, Any]
+from chaos.records import ProtocolError, Record, attempt_key, parse, record, record_problem
+
+__all__ = ["HARNESS_LOG", "EventTail", "History", "ProtocolError", "Record", "attempt_key", "read_records",
+           "record_problem"]
 
 HARNESS_LOG = "harness.jsonl"
-
-
-_NUMBER = (int, float)
-_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    # What the checks read of each workload event, and the type it must have (DESIGN.md's protocol).
-    "start": {},
-    "step": {"step": (int,), "epoch": (int,)},
-    "ckpt_begin": {"step": (int,), "path": (str,)},
-    "ckpt_commit": {"step": (int,), "path": (str,)},
-    "ckpt_error": {"step": (int,)},
-    "ckpt_load": {"step": (int,)},
-    "ckpt_reject": {"path": (str,)},
-    "final": {"step": (int,)},
-}
-_COMMON: dict[str, tuple[type, ...]] = {"t": _NUMBER, "attempt": (str,), "rank": (int,)}
-
-
-def record_problem(record: Record) -> str | None:
-    """Why a workload record breaks the event protocol (a missing or mistyped field), or None.
-
-    A malformed record is named and left out, never read with a default: a ``step`` without an
-    integer step number would otherwise count as step 0 and quietly change a verdict.
-    """
-    ev = record.get("ev")
-    if not isinstance(ev, str):
-        return "no 'ev' name"
-    required = {**_COMMON, **_FIELDS.get(ev, {})}
-    for name, types in required.items():
-        value = record.get(name)
-        if not isinstance(value, types) or isinstance(value, bool):
-            kinds = " or ".join(t.__name__ for t in types)
-            got = "missing" if name not in record else f"got {value!r}"[:60]
-            return f"{ev} event: '{name}' must be {kinds}, {got}"
-    samples = record.get("samples")
-    if ev == "step" and samples is not None and (
-            not isinstance(samples, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in samples)):
-        return "step event: 'samples' must be a list of dataset indices (integers)"
-    return None
 
 
 class EventTail:
@@ -98,17 +63,16 @@ class EventTail:
                 continue
             text = line[:160].decode(errors="replace")
             try:
-                record = json.loads(line)
+                data = json.loads(line)
             except json.JSONDecodeError:
                 self.bad_lines.append(f"{path.name}: not JSON: {text}")
                 continue
-            if not isinstance(record, dict) or "ev" not in record:
+            if not isinstance(data, dict) or "ev" not in data:
                 continue
-            problem = record_problem(record) if self.validate else None
-            if problem:
-                self.bad_lines.append(f"{path.name}: {problem}: {text}")
-                continue
-            yield record
+            try:
+                yield parse(data) if self.validate else record(data)
+            except ProtocolError as exc:
+                self.bad_lines.append(f"{path.name}: {exc}: {text}")
 
 
 def read_records(paths: Iterable[str | os.PathLike[str]], *, validate: bool = False,
@@ -131,14 +95,6 @@ def _t(r: Record) -> float:
     return r.get("t", 0.0)
 
 
-def attempt_key(attempt: str) -> tuple[int, ...]:
-    """Order attempts ``"0.2" < "0.10" < "1.0"`` numerically."""
-    try:
-        return tuple(int(x) for x in str(attempt).split("."))
-    except ValueError:
-        return (1 << 30,)
-
-
 @dataclass
 class History:
     """The whole run as one time-ordered list of workload and harness records."""
@@ -150,7 +106,7 @@ class History:
     """(host, pid) -> the attempt that process really belonged to, where it reported another (see ``align_attempts``)."""
 
     def __post_init__(self) -> None:
-        self.records.sort(key=lambda r: r.get("t", 0.0))
+        self.records = sorted((record(r) for r in self.records), key=_t)
 
     @classmethod
     def from_run_dir(cls, run_dir: str | os.PathLike[str]) -> "History":
@@ -162,37 +118,35 @@ class History:
         history.align_attempts()
         return history
 
-    def add(self, records: Iterable[Record]) -> None:
-        new = list(records)
+    def add(self, records: Iterable[Record | dict[str, Any]]) -> list[Record]:
+        """Take new records (typed on the way in); returns them as the history holds them, in the
+        order given: relabelled to their round's attempt where the harness knows better."""
+        new = [self._relabeled(record(r)) for r in records]
         if not new:
-            return
-        if self.relabel:
-            for r in new:
-                self._relabel(r)
-        new.sort(key=_t)
+            return new
+        ordered = sorted(new, key=_t)
         # Polled every 0.1 s for the whole run: new records mostly come after the old ones, and
         # then need no sort of everything.
-        late = bool(self.records) and _t(new[0]) < _t(self.records[-1])
-        self.records.extend(new)
+        late = bool(self.records) and _t(ordered[0]) < _t(self.records[-1])
+        self.records.extend(ordered)
         if late:
             self.records.sort(key=_t)
+        return new
 
-    def _relabel(self, r: Record) -> None:
-        if r.get("source") == "harness":
-            return
+    def _relabeled(self, r: Record) -> Record:
+        if not self.relabel or r.get("source") == "harness":
+            return r
         label = self.relabel.get((str(r.get("host")), r.get("pid")))  # type: ignore[arg-type]
-        if label is not None and r.get("attempt") != label:
-            r.setdefault("attempt_reported", r.get("attempt"))
-            r["attempt"] = label
+        return r.relabeled(label) if label is not None and r.get("attempt") != label else r
 
     def set_attempt(self, host: str, pid: int, attempt: str) -> None:
         """Record that process ``pid`` on ``host`` belonged to ``attempt``, and relabel what it already wrote."""
         if self.relabel.get((host, pid)) == attempt:
             return
         self.relabel[(host, pid)] = attempt
-        for r in self.records:
+        for i, r in enumerate(self.records):
             if r.get("pid") == pid and str(r.get("host")) == host:
-                self._relabel(r)
+                self.records[i] = self._relabeled(r)
 
     def align_attempts(self) -> None:
         """One attempt id per round of workers, as the harness saw the rounds.
@@ -216,13 +170,12 @@ class History:
             label = labels[r["generation"]]
             if r["attempt"] != label:
                 self.set_attempt(str(r.get("node")), r["worker_pid"], label)
-                r.setdefault("attempt_reported", r["attempt"])
-                r["attempt"] = label
-        for r in self.of("worker_exit"):
-            label = self.relabel.get((str(r.get("node")), r.get("worker_pid")))  # type: ignore[arg-type]
-            if label is not None and r.get("attempt") != label:
-                r.setdefault("attempt_reported", r.get("attempt"))
-                r["attempt"] = label
+        # The harness's own records of the workers: the spawn and exit of each relabelled process.
+        for i, r in enumerate(self.records):
+            if r.get("ev") in ("worker_spawn", "worker_exit"):
+                label = self.relabel.get((str(r.get("node")), r.get("worker_pid")))  # type: ignore[arg-type]
+                if label is not None and r.get("attempt") != label:
+                    self.records[i] = r.relabeled(label)
 
     def of(self, *evs: str, attempt: str | None = None) -> list[Record]:
         return [

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chaos.events import History, Record, attempt_key
+from chaos.events import History
+from chaos.records import Record, attempt_key, record
 
 
 @dataclass(frozen=True)
@@ -47,9 +48,10 @@ class Progress:
         """Take one poll's records: the ranks' events, what the harness logged, and steps seen in the
         output (already among ``logged``). Returns what triggers see as new: the workload's records
         and the steps seen from outside."""
-        # First: the history relabels a round's attempts (History.align_attempts).
-        self.history.add(workload + logged)
-        new = workload + seen
+        # First: the history relabels a round's attempts (History.align_attempts); what it holds is
+        # what the triggers see.
+        held = self.history.add(workload + logged)
+        new = held[:len(workload)] + [record(r) for r in seen]
         for rec in new:
             if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
                 self.max_step = max(self.max_step, rec["step"])

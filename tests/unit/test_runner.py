@@ -67,7 +67,7 @@ def assert_one_history(report) -> None:
     """The history the loop kept, which the checks judged, is what the run's files say: nothing the
     ranks or the harness wrote was missed, nothing is there twice."""
     def canon(history: History) -> list[str]:
-        return sorted(json.dumps(r, sort_keys=True, default=str) for r in history.records)
+        return sorted(json.dumps(r.to_dict(), sort_keys=True, default=str) for r in history.records)
     disk = History.from_run_dir(report.run_dir)
     assert canon(report.outcome.history) == canon(disk)
     assert report.outcome.history.malformed == disk.malformed
