@@ -11,13 +11,12 @@ from typing import Annotated, Any, Literal, Union
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from chaos.checks.base import Check, CheckConfig
+from chaos.checks.base import CheckConfig
 from chaos.errors import ExperimentError, Problem
-from chaos.faults.base import Fault, FaultConfig
+from chaos.faults.base import FaultConfig
 from chaos.gameday.plan import GamedayConfig, Scheduled, draw
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
 from chaos.targets.base import TargetConfig
-from chaos.triggers.base import Trigger, all_of, any_of
 
 Scalar = Union[str, int, float, bool]
 COMBINATORS = ("any", "all")
@@ -87,9 +86,6 @@ class TriggerSpec:
     delay_s: float = 0.0
     times: int | None = None
 
-    def build(self) -> Trigger:
-        return _build_trigger(self.raw)
-
     def describe(self) -> str:
         """Readable: ``at_step 500``, ``on_event {"on_event":"ckpt_commit","nth":2}``, ``any(...)``."""
         text = _describe_trigger(self.raw)
@@ -116,17 +112,11 @@ class FaultSpec:
     trigger: TriggerSpec
     index: int
 
-    def build(self) -> Fault:
-        return FAULTS.get(self.kind)(self.config, self.index)
-
 
 @dataclass
 class CheckSpec:
     kind: str
     config: CheckConfig
-
-    def build(self) -> Check:
-        return CHECKS.get(self.kind)(self.config)
 
 
 @dataclass
@@ -616,16 +606,6 @@ def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: i
         return None
     clean = {kind: validated.model_dump(exclude_defaults=False)}
     return TriggerSpec(clean, float(delay), times) if ok else None
-
-
-def _build_trigger(raw: dict[str, Any]) -> Trigger:
-    (kind, value), = [(k, v) for k, v in raw.items() if k not in TRIGGER_MODIFIERS]
-    if kind == "any":
-        return any_of(*[_build_trigger(v) for v in value])
-    if kind == "all":
-        return all_of(*[_build_trigger(v) for v in value])
-    cls = TRIGGERS.get(kind)
-    return cls(cls.Params.model_validate(value))
 
 
 def _validate_check(i: int, raw: Any, col: _Collector) -> CheckSpec | None:

@@ -29,6 +29,7 @@ from chaos.outcome import (CheckResult, FaultRecord, RunOutcome, RunReport, exit
                            judge_protocol)
 from chaos.processes import Worker
 from chaos.recovery import compute_recovery
+from chaos.plugins import build_check, build_fault, build_trigger
 from chaos.progress import Progress
 from chaos.registry import TARGETS
 from chaos.safety import stop_run_processes
@@ -163,7 +164,7 @@ class Runner:
             lines += [f"game day: {line}" for line in describe(self.exp.gameday, self.exp.schedule, self.exp.target_kind)]
         lines += run.target.plan(run)
         for spec in self.exp.faults:
-            fault = spec.build()
+            fault = build_fault(spec)
             for line in fault.plan(run):
                 lines.append(f"fault {fault.label} when {spec.trigger.describe()}: {line}")
         lines.append("at the end: kill the process tree, revert every fault (ledger in reverse), run checks")
@@ -192,7 +193,7 @@ class Runner:
         try:
             run.ledger.open(dirs=[run.ckpt_dir, *run.target.owned_dirs(run)])
             run.target.check(run)
-            armed = [_Armed(s, s.build(), s.trigger.build()) for s in self.exp.faults]
+            armed = [_Armed(s, build_fault(s), build_trigger(s.trigger)) for s in self.exp.faults]
             for a in armed:
                 a.fault.check(run)
                 run.target.admit(run, a.fault.kind, a.fault.config)
@@ -272,7 +273,7 @@ class Runner:
 
     def _evaluate(self, spec: Any, outcome: RunOutcome) -> CheckResult:
         try:
-            return spec.build().evaluate(outcome)
+            return build_check(spec).evaluate(outcome)
         except ChaosError as exc:
             return CheckResult(spec.kind, "error", str(exc))
         except Exception as exc:  # a bug in one check must not hide the other verdicts

@@ -8,6 +8,7 @@ import pytest
 
 from chaos.context import HarnessLog, RunContext
 from chaos.experiment import load_experiment
+from chaos.plugins import build_fault
 from chaos.ledger import Ledger
 from chaos.shell import Shell
 
@@ -51,4 +52,4 @@ def make_run(tmp_path: Path) -> Callable[..., RunContext]:
 
 
 def fault_of(run: RunContext) -> Any:
-    return run.experiment.faults[0].build()
+    return build_fault(run.experiment.faults[0])
