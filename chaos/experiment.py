@@ -54,7 +54,9 @@ class WorkloadConfig(BaseModel):
     made: "{run_dir}/work" gives each run its own, so a script that saves ``snapshot.pt`` where it runs never
     resumes the previous run's snapshot (which would start it past the fault's step, or finish it at once)."""
     join_timeout_s: float = Field(default=60.0, gt=0, le=3600)
-    """A spawned attempt whose ranks have not all sent ``start`` within this long is named as stuck in rendezvous/init."""
+    """A spawned attempt whose ranks have not all sent ``start`` (or a ``step``) within this long is named as stuck in
+    rendezvous/init, and the run ends there. It applies once the workload is seen to speak the protocol: from the
+    first attempt when its ranks import ``chaos.sdk`` (which says ``hello``); raise it above the script's start-up."""
     share_rdzv_store: bool = False
     """Let torchrun hand its one rendezvous store to every restart attempt (torchrun's default). A script that does not prefix its keys per attempt then hits the gloo restart trap (docs/torchrun-restart-trap.md), so by default the harness sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: every attempt gets a fresh store. Multi-node targets always do (each node counts restarts on its own)."""
     step_regex: str | None = None

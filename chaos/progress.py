@@ -36,7 +36,10 @@ class Progress:
     max_step: int = 0
     """Highest optimizer step any rank reported (or the output showed), over all attempts."""
     joined: dict[str, set[int | None]] = field(default_factory=dict)
-    """Attempt -> the ranks that sent ``start`` in it (joined the process group)."""
+    """Attempt -> the ranks that sent ``start`` or a ``step`` in it (joined the process group)."""
+    speaks: bool = False
+    """Some rank was seen to speak the event protocol (``hello`` at SDK import, ``start`` or ``step``):
+    from then on an attempt's silence before ``start`` means it is stuck, not that it cannot say."""
     spawned: dict[str, float] = field(default_factory=dict)
     """Attempt -> seconds since launch when the harness first saw one of its workers."""
     world: dict[str, int] = field(default_factory=dict)
@@ -53,10 +56,15 @@ class Progress:
         held = self.history.add(workload + logged)
         new = held[:len(workload)] + [record(r) for r in seen]
         for rec in new:
-            if rec.get("ev") == "step" and isinstance(rec.get("step"), int):
+            ev = rec.get("ev")
+            if ev == "step" and isinstance(rec.get("step"), int):
                 self.max_step = max(self.max_step, rec["step"])
-            elif rec.get("ev") == "start":
+            if ev in ("start", "step") and rec.get("source") != "output":
+                # A step needs the process group as much as start does: a script that reports steps
+                # without start has joined, and must not be named stuck for the start it never sends.
                 self.joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
+            if ev in ("hello", "start", "step") and rec.get("source") != "output":
+                self.speaks = True
         return new
 
     def spawn(self, attempt: str, at_s: float, world_size: int) -> None:
@@ -71,10 +79,12 @@ class Progress:
     def newly_stuck(self, now_s: float, join_timeout_s: float) -> list[Stuck]:
         """Attempts that have just passed ``join_timeout_s`` since their spawn without all ranks joined.
 
-        Only a workload seen to speak the protocol (some attempt sent ``start``) can be judged stuck
-        by its silence; a script without the protocol is bounded only by ``timeout_s``.
+        Only a workload seen to speak the protocol can be judged stuck by its silence: a rank said
+        ``hello`` (the SDK does at import, before the process group exists, so a first attempt that
+        hangs in init is named too) or some attempt sent ``start``/``step``. A script without the
+        protocol is bounded only by ``timeout_s``.
         """
-        if not self.joined:
+        if not self.speaks:
             return []
         named = {s.attempt for s in self.stuck}
         out = []

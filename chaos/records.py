@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 _NUMBER = (int, float)
 PROTOCOL: dict[str, dict[str, tuple[type, ...]]] = {
     # What the checks read of each workload event, and the type it must have (DESIGN.md's protocol).
+    "hello": {},
     "start": {},
     "step": {"step": (int,), "epoch": (int,)},
     "ckpt_begin": {"step": (int,), "path": (str,)},

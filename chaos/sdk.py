@@ -118,6 +118,16 @@ def emit(ev: str, **fields: Any) -> None:
     writer().emit(ev, **fields)
 
 
+def hello() -> None:
+    """This process speaks the protocol and has not joined the process group yet (sent at import, below).
+
+    It lets the harness judge a *first* attempt whose ranks never reach ``start`` (a rendezvous or
+    init that hangs) after ``join_timeout_s`` instead of only at ``timeout_s``: without it, silence
+    before the first ``start`` cannot tell a hung init from a script that never speaks the protocol.
+    """
+    emit("hello")
+
+
 def start(*, dataset_size: int | None, device: str, local_rank: int | None = None, **extra: Any) -> None:
     """The process is up and has joined the process group; ``dataset_size`` None: unknown (an iterable dataset)."""
     if local_rank is None:
@@ -204,3 +214,10 @@ def torch_uint8(tensor: Any) -> Any:
     import torch  # only reached with a tensor in hand, so torch is already imported
 
     return torch.uint8
+
+
+# A torchrun worker (RANK set) launched by the harness says hello the moment it imports the SDK,
+# before its process group exists. Only workers: a helper process of the harness's that inherits
+# the environment (a Slurm step lister, a health sidecar without RANK) must not claim to be a rank.
+if os.environ.get(EVENTS_DIR_ENV) and "RANK" in os.environ:
+    hello()

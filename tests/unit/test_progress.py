@@ -48,3 +48,29 @@ def test_a_script_that_never_speaks_the_protocol_is_never_called_stuck() -> None
     p.spawn("0.10", 5.0, 2)
     p.spawn("0.9", 4.0, 2)
     assert p.newest_attempt == "0.10"
+
+
+def test_a_first_attempt_that_said_hello_but_never_started_is_named_stuck() -> None:
+    # The SDK says hello at import, before the process group: the first attempt's silence after
+    # that is a hung init, named at the join timeout rather than at timeout_s.
+    p = Progress()
+    p.spawn("0.0", 0.0, 2)
+    p.fold([ev("hello", 1.0, attempt="0.0", rank=0), ev("hello", 1.1, attempt="0.0", rank=1)], [], [])
+    assert p.newly_stuck(now_s=2.9, join_timeout_s=3) == []
+    [stuck] = p.newly_stuck(now_s=3.1, join_timeout_s=3)
+    assert stuck.message == "attempt 0.0 spawned, no rank joined the process group within 3 s" and p.still_stuck
+
+
+def test_steps_count_as_joined_and_steps_seen_in_the_output_do_not_speak() -> None:
+    # A script that reports steps but never `start` has joined: it must not be named stuck.
+    p = Progress()
+    p.spawn("0.0", 0.0, 2)
+    p.fold([ev("hello", 0.5, attempt="0.0", rank=0), ev("step", 1.0, step=1, attempt="0.0", rank=0),
+            ev("step", 1.0, step=1, attempt="0.0", rank=1)], [], [])
+    assert p.newly_stuck(now_s=100.0, join_timeout_s=3) == []
+    # Steps read from a script's output by step_regex say nothing about the protocol.
+    q = Progress()
+    q.spawn("0.0", 0.0, 2)
+    seen = ev("step", 1.0, step=1, source="output", attempt="0.0")
+    q.fold([], [seen], [seen])
+    assert q.max_step == 1 and not q.speaks and q.newly_stuck(now_s=100.0, join_timeout_s=3) == []

@@ -142,6 +142,18 @@ def test_an_attempt_stuck_before_joining_is_named(tmp_path: Path) -> None:
     assert report.outcome.wall_s < 30  # named at join_timeout_s, not at timeout_s
 
 
+def test_a_first_attempt_stuck_before_joining_is_named(tmp_path: Path) -> None:
+    # No attempt ever sent start: the SDK's hello at import is what tells a hung init from a script
+    # without the protocol, so the run ends at join_timeout_s, not at timeout_s (60 s here).
+    exp = experiment(tmp_path, """\
+        checks: [completes]
+        """, extra_args=", --hang-init-first")
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1 and not report.outcome.timed_out
+    assert report.outcome.diagnostics == ["attempt 0.0 spawned, no rank joined the process group within 3 s"]
+    assert report.outcome.wall_s < 30
+
+
 def test_fault_error_is_recorded_not_raised(tmp_path: Path) -> None:
     exp = experiment(tmp_path, """\
         faults:
