@@ -22,11 +22,18 @@ class Stuck:
     joined: int
     world_size: int
     timeout_s: float
+    first: bool = False
+    """No attempt of the run had joined yet: only the SDK's hello said the script speaks the protocol."""
 
     @property
     def message(self) -> str:
         who = "no rank" if not self.joined else f"only {self.joined} of {self.world_size} ranks"
-        return f"attempt {self.attempt} spawned, {who} joined the process group within {self.timeout_s:g} s"
+        said = f"attempt {self.attempt} spawned, {who} joined the process group within {self.timeout_s:g} s"
+        if self.first:
+            # Nothing has started yet, so a slow start-up cannot be told from a hang: say both.
+            said += (" (its ranks loaded chaos.sdk but none has sent start yet: a rendezvous or init that hangs, "
+                     "or a start-up longer than that; if start-up is slow, raise workload.join_timeout_s)")
+        return said
 
 
 @dataclass
@@ -92,7 +99,7 @@ class Progress:
             need = self.world.get(attempt, 1)
             have = len(self.joined.get(attempt, ()))
             if have < need and attempt not in named and now_s - t_spawn > join_timeout_s:
-                out.append(Stuck(attempt, have, need, join_timeout_s))
+                out.append(Stuck(attempt, have, need, join_timeout_s, first=not self.joined))
         self.stuck += out
         return out
 

@@ -13,6 +13,7 @@ from chaos.experiment import load_experiment
 from chaos.golden import Golden
 from chaos.outcome import RunReport
 from chaos.runner import Runner
+from chaos.safety import find_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"
@@ -224,3 +225,18 @@ def test_a_fault_that_never_fires_fails_the_run(tmp_path: Path) -> None:
     assert v["fault_injected"].verdict == "fail", describe(report)
     assert v["fault_injected"].reason.startswith("kill-rank#0 never injected: trigger at_step 500, run ended at step 20")
     assert report.exit_code == 1
+
+
+def test_a_first_attempt_hung_before_its_process_group_is_named_at_the_join_timeout(tmp_path: Path) -> None:
+    # Real torchrun and gloo: rank 0 waits in init_process_group for a rank 1 that never comes. The
+    # SDK's hello at import tells this apart from a script without the protocol, so the run ends at
+    # join_timeout_s (10 s) with the attempt named, not at timeout_s (240 s) as a bare timeout.
+    path = tmp_path / "hang.yaml"
+    path.write_text(experiment_yaml("hang-init", FIXTURES / "ddp_hang_init.py", ["completes: {}"], faults=" []\n",
+                                    max_restarts=0).replace("  args:", "  join_timeout_s: 10\n  args:"))
+    report = Runner(load_experiment(path), runs_root=tmp_path / "runs", golden=None).run()
+    assert report.exit_code == 1 and not report.outcome.timed_out
+    [said] = report.outcome.diagnostics
+    assert said.startswith("attempt 0.0 spawned, no rank joined the process group within 10 s"), said
+    assert report.outcome.wall_s < 90, report.outcome.wall_s
+    assert find_leftovers(report.run_dir) == []  # the hung ranks were stopped with the run

@@ -58,7 +58,9 @@ def test_a_first_attempt_that_said_hello_but_never_started_is_named_stuck() -> N
     p.fold([ev("hello", 1.0, attempt="0.0", rank=0), ev("hello", 1.1, attempt="0.0", rank=1)], [], [])
     assert p.newly_stuck(now_s=2.9, join_timeout_s=3) == []
     [stuck] = p.newly_stuck(now_s=3.1, join_timeout_s=3)
-    assert stuck.message == "attempt 0.0 spawned, no rank joined the process group within 3 s" and p.still_stuck
+    assert stuck.message.startswith("attempt 0.0 spawned, no rank joined the process group within 3 s (its ranks "
+                                    "loaded chaos.sdk but none has sent start yet") and p.still_stuck
+    assert "raise workload.join_timeout_s" in stuck.message
 
 
 def test_steps_count_as_joined_and_steps_seen_in_the_output_do_not_speak() -> None:
