@@ -1,7 +1,9 @@
 """The workload side of the event protocol: append one JSON line per event, flushed per line.
 
 Dependency-light on purpose (stdlib only): users import this from their own training scripts.
-A process without ``CHAOS_EVENTS_DIR`` in its environment writes nothing and pays nothing.
+A process without ``CHAOS_EVENTS_DIR`` in its environment writes nothing and pays nothing. A
+torchrun worker launched by the harness writes one ``hello`` as it imports this module, before its
+process group exists, so a first attempt that hangs in init can be named (``join_timeout_s``).
 
     from chaos import sdk
     sdk.start(dataset_size=len(ds), device="cpu")

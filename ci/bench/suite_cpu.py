@@ -9,6 +9,13 @@ is CPU-bound, so wall time per test mostly says how crowded the box was; CPU sec
 each test costs, and their sum over the cores is the floor of the suite's wall time. Both move
 with the host's own speed, which the plugin records at the start of the run (the CPU seconds of one
 ``import torch``, chaos.host_speed): compare two suites only with it in view.
+
+The last table is the other half: wall minus CPU per test, the seconds a test spent not computing
+(sleeps and restart back-offs, Slurm's timers, a wait for another worker's golden run, CPU spent
+outside its process tree: dockerd, slurmd; and time ready to run but waiting for a core, since
+three workers share two). With ``-n`` workers balanced by worksteal the
+suite's wall is about the tests' summed wall over the workers; the waits are what a faster suite
+would replace with events or overlap with other tests' CPU.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ def main() -> int:
     ap.add_argument("junit", help="junit XML of a pytest run (--junitxml)")
     ap.add_argument("--top", type=int, default=25, help="rows per table")
     ap.add_argument("--cores", type=int, default=2, help="cores of the runner, for the wall-time floor")
+    ap.add_argument("--workers", type=int, default=3, help="pytest-xdist workers of the run (scripts/test.sh: 3)")
     a = ap.parse_args()
     rows = []
     tree = ET.parse(a.junit)
@@ -66,6 +74,15 @@ def main() -> int:
     for cls, name, wall, cpu in sorted(rows, key=lambda r: -r[3])[:a.top]:
         tests.add_row(f"{cls.rsplit('.', 1)[-1]}::{name}", f"{wall:.1f}", f"{cpu:.1f}")
     console.print(tests)
+    walls = sum(r[2] for r in rows)
+    console.print(f"waits: {walls - total:.0f} of {walls:.0f} s of summed test wall; summed wall / {a.workers} "
+                  f"workers = {walls / a.workers / 60:.1f} min", soft_wrap=True)
+    waits = Table(title="Waits by test (wall - CPU)")
+    for col in ("test", "wall s", "CPU s", "wait s"):
+        waits.add_column(col, justify="left" if col == "test" else "right")
+    for cls, name, wall, cpu in sorted(rows, key=lambda r: r[3] - r[2])[:a.top]:
+        waits.add_row(f"{cls.rsplit('.', 1)[-1]}::{name}", f"{wall:.1f}", f"{cpu:.1f}", f"{wall - cpu:.1f}")
+    console.print(waits)
     return 0
 
 

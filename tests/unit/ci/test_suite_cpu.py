@@ -1,0 +1,50 @@
+"""ci/bench/suite_cpu.py reads a junit XML and says where CPU and waiting went, from the file alone."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "ci" / "bench" / "suite_cpu.py"
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest">
+<properties><property name="{speed}" value="1.10"/></properties>
+<testcase classname="experiments.slow.yaml" name="slow" time="60.0">
+  <properties><property name="cpu_s" value="10.0"/></properties></testcase>
+<testcase classname="tests.unit.test_a" name="test_busy" time="12.0">
+  <properties><property name="cpu_s" value="11.5"/></properties></testcase>
+<testcase classname="tests.unit.test_a" name="test_unmeasured" time="3.0"/>
+</testsuite></testsuites>
+"""
+
+
+def run(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    from chaos.pytest_plugin import HOST_SPEED_PROPERTY
+
+    junit = tmp_path / "suite.xml"
+    junit.write_text(text.replace("{speed}", HOST_SPEED_PROPERTY))
+    return subprocess.run([sys.executable, str(SCRIPT), str(junit), "--workers", "2"], capture_output=True,
+                          text=True, cwd=ROOT, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}, timeout=60)
+
+
+def test_cpu_floor_and_waits_are_computed_from_the_measured_tests(tmp_path: Path) -> None:
+    done = run(tmp_path, JUNIT)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "import torch took 1.10 CPU-s" in out
+    # 21.5 CPU-s over 2 cores; the test without cpu_s counts in neither sum.
+    assert "22 CPU-s in 2 tests; floor on 2 cores 0.2 min" in out
+    # Waits: 50 + 0.5 of 72 s summed wall; 72 s over 2 workers = 0.6 min; the slow experiment leads.
+    assert "waits: 50 of 72 s of summed test wall; summed wall / 2 workers = 0.6 min" in out
+    waits = out[out.index("Waits by test"):]
+    assert waits.index("yaml::slow") < waits.index("test_a::test_busy")
+    assert "50.0" in waits
+
+
+def test_a_junit_without_cpu_figures_is_refused(tmp_path: Path) -> None:
+    done = run(tmp_path, '<testsuites><testsuite name="p"><testcase classname="c" name="t" time="1"/>'
+                         '</testsuite></testsuites>')
+    assert done.returncode == 1 and "no test carries a cpu_s property" in done.stdout
