@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.events import History, Record, attempt_key
+from chaos.records import CkptBegin, CkptCommit, CkptLoad, Step
 
 
 class LineageError(Exception):
@@ -35,8 +36,8 @@ class Segment:
     load_t: float
     inferred: bool
     """No ``ckpt_load`` was recorded: ``resumed_from`` is the step before its first step."""
-    steps: list[Record] = field(default_factory=list)
-    commits: list[Record] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    commits: list[CkptCommit] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -44,7 +45,7 @@ class Segment:
 
     @property
     def max_step(self) -> int:
-        return max((int(r["step"]) for r in self.steps), default=self.resumed_from)
+        return max((r.step for r in self.steps), default=self.resumed_from)
 
 
 @dataclass
@@ -55,8 +56,8 @@ class Link:
     after: int
     upto: int | None
     """The step the next link resumed from; None for the head (kept to its end)."""
-    commit: Record | None = None
-    """The ``ckpt_commit`` the next link loaded."""
+    commit: CkptCommit | CkptBegin | None = None
+    """The ``ckpt_commit`` the next link loaded (or the ``ckpt_begin`` of a verified, unannounced save)."""
 
     def keeps(self, step: int) -> bool:
         return step > self.after and (self.upto is None or step <= self.upto)
@@ -80,18 +81,18 @@ class Lineage:
     notes: list[str] = field(default_factory=list)
     """Things worth knowing that are not failures (an inferred resume point, a path mismatch)."""
 
-    def kept_steps(self) -> list[tuple[Link, Record]]:
+    def kept_steps(self) -> list[tuple[Link, Step]]:
         """Step records of the committed history, oldest link first, each with its link."""
-        return [(link, r) for link in self.links for r in link.segment.steps if link.keeps(int(r["step"]))]
+        return [(link, r) for link in self.links for r in link.segment.steps if link.keeps(r.step)]
 
-    def rolled_back_steps(self) -> list[tuple[Segment, Record]]:
+    def rolled_back_steps(self) -> list[tuple[Segment, Step]]:
         """Step records that the lineage discarded: past a link's range, or in a segment not in it."""
         kept_ids = {id(r) for _, r in self.kept_steps()}
         return [(s, r) for s in self.segments for r in s.steps if id(r) not in kept_ids]
 
-    def early_steps(self) -> list[tuple[Link, Record]]:
+    def early_steps(self) -> list[tuple[Link, Step]]:
         """Steps a lineage segment recorded at or before the step it resumed from (numbering went back)."""
-        return [(link, r) for link in self.links for r in link.segment.steps if int(r["step"]) <= link.after]
+        return [(link, r) for link in self.links for r in link.segment.steps if r.step <= link.after]
 
     def describe(self) -> str:
         return " -> ".join(link.describe() for link in self.links)
@@ -113,32 +114,32 @@ def split_segments(history: History) -> list[Segment]:
     return out
 
 
-def _segments_of(attempt: str, loads: list[Record], steps: list[Record], commits: list[Record]) -> list[Segment]:
-    per_rank: dict[Any, list[Record]] = defaultdict(list)
-    for r in sorted(loads, key=lambda r: r.get("t", 0.0)):
-        per_rank[r.get("rank")].append(r)
+def _segments_of(attempt: str, loads: list[CkptLoad], steps: list[Step], commits: list[CkptCommit]) -> list[Segment]:
+    per_rank: dict[Any, list[CkptLoad]] = defaultdict(list)
+    for r in sorted(loads, key=lambda r: r.t):
+        per_rank[r.rank].append(r)
     count = max((len(v) for v in per_rank.values()), default=0)
     if count == 0:
-        first = min((int(r["step"]) for r in steps), default=1)
-        t0 = min((r.get("t", 0.0) for r in steps + commits), default=0.0)
+        first = min((r.step for r in steps), default=1)
+        t0 = min((r.t for r in [*steps, *commits]), default=0.0)
         seg = Segment(attempt, 0, max(0, first - 1), None, t0, inferred=True)
         seg.steps, seg.commits = list(steps), list(commits)
         return [seg]
     segments = []
     for k in range(count):
         kth = {rank: rl[k] for rank, rl in per_rank.items() if len(rl) > k}
-        found = {rank: int(r.get("step") or 0) for rank, r in kth.items()}
+        found = {rank: r.step or 0 for rank, r in kth.items()}
         if len(set(found.values())) > 1:
             listing = ", ".join(f"rank {rank}: step {s}" for rank, s in sorted(found.items(), key=lambda x: str(x[0])))
             raise LineageError(f"the ranks of attempt {attempt} resumed from different checkpoints ({listing})")
-        first_load = min(kth.values(), key=lambda r: r.get("t", 0.0))
-        segments.append(Segment(attempt, k, next(iter(found.values())), first_load.get("path"),
-                                first_load.get("t", 0.0), inferred=False))
+        first_load = min(kth.values(), key=lambda r: r.t)
+        segments.append(Segment(attempt, k, next(iter(found.values())), first_load.path, first_load.t,
+                                inferred=False))
 
     def segment_for(record: Record) -> Segment:
         # A rank's own loads split its records; a rank that logged no load follows the earliest one.
-        bounds = [r.get("t", 0.0) for r in per_rank.get(record.get("rank"), [])] or [s.load_t for s in segments]
-        k = sum(1 for b in bounds[1:] if record.get("t", 0.0) >= b)
+        bounds = [r.t for r in per_rank.get(record.rank, [])] or [s.load_t for s in segments]
+        k = sum(1 for b in bounds[1:] if record.t >= b)
         return segments[min(k, len(segments) - 1)]
 
     for r in steps:
@@ -191,11 +192,11 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
 
 
 def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
-                 begins: list[Record], verifies: list[Record]) -> tuple[Record, Segment]:
+                 begins: list[CkptBegin], verifies: list[Record]) -> tuple[CkptCommit | CkptBegin, Segment]:
     """The latest commit of ``child.resumed_from`` before ``child`` loaded it, preferring the same path."""
     step = child.resumed_from
     candidates = [(r, s) for s in segments for r in s.commits
-                  if _step_of(r) == step and r.get("t", 0.0) < child.load_t]
+                  if r.step == step and r.t < child.load_t]
     if not candidates:
         unannounced = _unannounced_commit(segments, child, begins)
         if unannounced is not None:
@@ -206,17 +207,18 @@ def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
                 f"{parent.name} began saving it and died between the commit and the event; taken as its commit "
                 f"(the harness verified the loaded checkpoint)")
             return begin, parent
-        later = [s.name for s in segments for r in s.commits if _step_of(r) == step]
+        later = [s.name for s in segments for r in s.commits if r.step == step]
         why = (f"; attempt {later[0]} committed it only afterwards" if later else "")
         raise LineageError(f"attempt {child.name} resumed from step {step} which no attempt committed{why}")
-    same_path = [(r, s) for r, s in candidates if _same_path(r.get("path"), child.load_path)]
+    same_path = [(r, s) for r, s in candidates if _same_path(r.path, child.load_path)]
     if not same_path:
         lineage.notes.append(f"attempt {child.name} loaded {child.load_path} for step {step}, "
-                             f"which was committed as {candidates[-1][0].get('path')}")
-    return max(same_path or candidates, key=lambda c: c[0].get("t", 0.0))
+                             f"which was committed as {candidates[-1][0].path}")
+    return max(same_path or candidates, key=lambda c: c[0].t)
 
 
 def _step_of(record: Record) -> int | None:
+    # The harness's own records (ckpt_verify) are not held to the protocol: their step may be anything.
     try:
         return int(record["step"])
     except (KeyError, TypeError, ValueError):
@@ -230,7 +232,7 @@ def _same_path(committed: Any, loaded: Any) -> bool:
 
 
 def _unannounced_commit(segments: list[Segment], child: Segment,
-                        begins: list[Record]) -> tuple[Record, Segment] | None:
+                        begins: list[CkptBegin]) -> tuple[CkptBegin, Segment] | None:
     """A save of the loaded step that began (``ckpt_begin``) in a segment that had reached that step.
 
     A kill that lands after a checkpoint became durable but before its ``ckpt_commit`` line was
@@ -238,18 +240,17 @@ def _unannounced_commit(segments: list[Segment], child: Segment,
     the segment that was saving it is its author, once ``_require_verified_load`` has the proof.
     """
     step = child.resumed_from
-    for begin in sorted(begins, key=lambda r: -r.get("t", 0.0)):
-        if (_step_of(begin) != step or begin.get("t", 0.0) >= child.load_t
-                or not _same_path(begin.get("path"), child.load_path)):
+    for begin in sorted(begins, key=lambda r: -r.t):
+        if begin.step != step or begin.t >= child.load_t or not _same_path(begin.path, child.load_path):
             continue
         for seg in segments:
-            if (seg.attempt == str(begin.get("attempt")) and seg is not child
-                    and seg.resumed_from < step <= seg.max_step and seg.load_t <= begin.get("t", 0.0)):
+            if (seg.attempt == str(begin.attempt) and seg is not child
+                    and seg.resumed_from < step <= seg.max_step and seg.load_t <= begin.t):
                 return begin, seg
     return None
 
 
-def _require_verified_load(child: Segment, begin: Record, parent: Segment, verifies: list[Record]) -> None:
+def _require_verified_load(child: Segment, begin: CkptBegin, parent: Segment, verifies: list[Record]) -> None:
     """A bare ``ckpt_begin`` stands for a commit only if the harness found the loaded checkpoint whole.
 
     A save killed halfway leaves the same ``ckpt_begin`` as one killed after it became durable;
@@ -262,7 +263,7 @@ def _require_verified_load(child: Segment, begin: Record, parent: Segment, verif
     if any(r.get("ok") is True for r in looks):
         return
     head = (f"attempt {child.name} resumed from step {step}, which attempt {parent.name} began saving "
-            f"(ckpt_begin {begin.get('path')}) but never announced with ckpt_commit, and ")
+            f"(ckpt_begin {begin.path}) but never announced with ckpt_commit, and ")
     tail = ": an unannounced save is not taken as a commit without that proof"
     problems = "; ".join(str(p) for r in looks for p in r.get("problems") or []) or "no details"
     if any(r.get("ok") is False for r in looks):

@@ -10,7 +10,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
 from chaos.errors import ChaosError
-from chaos.events import Record
+from chaos.records import Step
 from chaos.lineage import Lineage, LineageError, LineageUnproven, Link, rebuild_lineage
 
 EXAMPLES = 5
@@ -37,7 +37,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
                                 "to account for (emit it with chaos.sdk start(dataset_size=...))")
         if not h.of("step"):
             return self.failed("the run recorded no training step")
-        if any("samples" not in r for r in h.of("step") if r.get("source") != "output"):
+        if any("samples" not in r for r in h.of("step") if r.source != "output"):
             return self.inconclusive("step events carry no 'samples' list, so consumption cannot be traced; emit "
                                      "step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
         try:
@@ -180,24 +180,24 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     kept_by_step: dict[int, tuple[int, int]] = {}
     resume_epoch: dict[int, int] = {}
     # Steps the harness read from the output (step_regex) say nothing about samples.
-    kept = [(link, r) for link, r in lineage.kept_steps() if r.get("source") != "output"]
+    kept = [(link, r) for link, r in lineage.kept_steps() if r.source != "output"]
     for link, r in kept:
-        step, epoch = int(r["step"]), int(r.get("epoch", 0))
-        key = (link.segment.name, r.get("rank"), step)
+        step, epoch = r.step, r.epoch
+        key = (link.segment.name, r.rank, step)
         if key in seen_steps:
-            acc.duplicate_steps.append(f"{step} (attempt {link.segment.name}, rank {r.get('rank')})")
+            acc.duplicate_steps.append(f"{step} (attempt {link.segment.name}, rank {r.rank})")
         seen_steps.add(key)
         kept_by_step[step] = (epoch, int(r.get("world_size", 0)))
         if link.after > 0:
             # Records come in time order: a link's first one is where its resume continued.
             resume_epoch.setdefault(id(link), epoch)
-        for index in r.get("samples") or []:
+        for index in r.samples or []:
             if not 0 <= index < dataset_size:
                 acc.out_of_range.append({"index": index, "epoch": epoch, "steps": [_where(link.segment.name, step)]})
             else:
                 seen[epoch][index].append(_where(link.segment.name, step))
     acc.resumed_into = set(resume_epoch.values())
-    acc.renumbered_steps = sorted({f"{r['step']} (attempt {link.segment.name} resumed from {link.after})"
+    acc.renumbered_steps = sorted({f"{r.step} (attempt {link.segment.name} resumed from {link.after})"
                                    for link, r in lineage.early_steps()})
     acc.kept_step_numbers = set(kept_by_step)
     acc.missing_steps = sorted(set(range(1, max(kept_by_step, default=0) + 1)) - acc.kept_step_numbers)
@@ -220,8 +220,8 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
 
     missing_keys = {(m["index"], m["epoch"]) for m in acc.missing}
     for segment, r in lineage.rolled_back_steps():
-        step, epoch = int(r["step"]), int(r.get("epoch", 0))
-        for index in r.get("samples") or []:
+        step, epoch = r.step, r.epoch
+        for index in r.samples or []:
             acc.replayed.append({"index": index, "epoch": epoch, "steps": [_where(segment.name, step)]})
             if not config.deterministic_order or epoch in acc.completed_epochs:
                 continue
@@ -236,7 +236,7 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     return acc
 
 
-def _untraced_steps(kept: list[tuple[Link, Record]], completed_epochs: list[int]) -> list[str]:
+def _untraced_steps(kept: list[tuple[Link, Step]], completed_epochs: list[int]) -> list[str]:
     """Kept steps whose ``samples: []`` hides what was consumed.
 
     A global-cursor sampler leaves a rank empty-handed only on the short last step of an epoch, once
@@ -245,9 +245,8 @@ def _untraced_steps(kept: list[tuple[Link, Record]], completed_epochs: list[int]
     by_step: dict[int, dict[Any, list[Any]]] = defaultdict(dict)
     epoch_of: dict[int, int] = {}
     for _, r in kept:
-        step = int(r["step"])
-        by_step[step].setdefault(r.get("rank"), []).extend(r.get("samples") or [])
-        epoch_of[step] = int(r.get("epoch", 0))
+        by_step[r.step].setdefault(r.rank, []).extend(r.samples or [])
+        epoch_of[r.step] = r.epoch
     last_of_epoch: dict[int, int] = {}
     for step, epoch in epoch_of.items():
         last_of_epoch[epoch] = max(step, last_of_epoch.get(epoch, step))

@@ -17,16 +17,16 @@ class ReplicasAgree(Check, kind="replicas_agree"):
         attempt = h.final_attempt()
         if attempt is None:
             return self.failed("the run wrote no final event, so there are no final states to compare")
-        finals = [r for r in h.finals() if str(r.get("attempt")) == attempt]
+        finals = [r for r in h.finals() if r.attempt == attempt]
         world = max(int(r.get("world_size") or 1) for r in finals)
         by_digest: dict[str, list[str]] = defaultdict(list)
-        for r in sorted(finals, key=lambda r: str(r.get("rank"))):
-            by_digest[str(r.get("digest"))].append(str(r.get("rank")))
-        reported = {str(r.get("rank")) for r in finals}
+        for r in sorted(finals, key=lambda r: str(r.rank)):
+            by_digest[str(r.digest)].append(str(r.rank))
+        reported = {str(r.rank) for r in finals}
         absent = sorted({str(i) for i in range(world)} - reported)
         figures = {"attempt": attempt, "world_size": world,
                    "digests": {d[:12]: ranks for d, ranks in by_digest.items()}, "ranks_without_final": absent}
-        blank = sorted(str(r.get("rank")) for r in finals if not r.get("digest"))
+        blank = sorted(str(r.rank) for r in finals if not r.digest)
         if blank:
             return self.inconclusive(f"the final event of rank(s) {', '.join(blank)} carries no digest, so replicas "
                                      f"cannot be compared; emit final(step, digest=chaos.sdk.digest_state(...))",

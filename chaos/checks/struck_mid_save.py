@@ -16,6 +16,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 from chaos.checks.base import norm_path as _norm
+from chaos.records import CkptCommit
 
 
 class StruckMidSaveConfig(CheckConfig):
@@ -52,30 +53,30 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         if attempt is None:
             return "the fault recorded no attempt it struck", figs
         attempt = str(attempt)
-        begins = [r for r in h.of("ckpt_begin", attempt=attempt) if r.get("t", 0) <= t]
+        begins = [r for r in h.of("ckpt_begin", attempt=attempt) if r.t <= t]
         if not begins:
             return f"it struck attempt {attempt} before any save began: no save was torn", figs
-        last = max(begins, key=lambda r: r.get("t", 0))
-        step = last.get("step")
-        figs.update(step=step, into_save_s=round(t - last.get("t", 0), 3))
+        last = max(begins, key=lambda r: r.t)
+        step = last.step
+        figs.update(step=step, into_save_s=round(t - last.t, 3))
         # The same save: its step, and its path (a step may write several files, e.g. Lightning's top-k
         # checkpoint and then last.ckpt, each a save of its own). A commit naming none of the step's begun
         # paths (a relative path, another spelling) cannot be told apart, so it counts: never a false PASS.
-        begun = {_norm(r.get("path")) for r in begins if r.get("step") == step} - {""}
-        mine = _norm(last.get("path"))
+        begun = {_norm(r.path) for r in begins if r.step == step} - {""}
+        mine = _norm(last.path)
 
-        def completes(commit: Any) -> bool:
-            path = _norm(commit.get("path"))
+        def completes(commit: CkptCommit) -> bool:
+            path = _norm(commit.path)
             return not mine or not path or path == mine or path not in begun
 
         commits = [r for r in h.of("ckpt_commit", attempt=attempt)
-                   if r.get("step") == step and r.get("t", 0) >= last.get("t", 0) and completes(r)]
-        before = [r for r in commits if r.get("t", 0) <= t]
+                   if r.step == step and r.t >= last.t and completes(r)]
+        before = [r for r in commits if r.t <= t]
         if before:
-            return (f"the step-{step} save had committed {round(t - before[0]['t'], 3)} s before it struck: it "
+            return (f"the step-{step} save had committed {round(t - before[0].t, 3)} s before it struck: it "
                     f"killed a job between saves, not a save (shorten the trigger's delay_s, or widen the write "
                     f"window with a save delay)"), figs
         if commits:
             return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save still committed "
-                    f"{round(commits[0]['t'] - t, 3)} s later: nothing was torn"), figs
+                    f"{round(commits[0].t - t, 3)} s later: nothing was torn"), figs
         return None, figs
