@@ -8,6 +8,7 @@ and another to a check, and the rules on it are tested from records alone, with 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from chaos.events import History
@@ -49,8 +50,8 @@ class Progress:
     from then on an attempt's silence before ``start`` means it is stuck, not that it cannot say."""
     spawned: dict[str, float] = field(default_factory=dict)
     """Attempt -> seconds since launch when the harness first saw one of its workers."""
-    world: dict[str, int] = field(default_factory=dict)
-    """Attempt -> how many ranks the harness saw in its round of workers."""
+    members: dict[str, set[tuple[str, int | None]]] = field(default_factory=dict)
+    """Attempt -> the (node, rank) of every worker the harness saw in its round: its world size."""
     stuck: list[Stuck] = field(default_factory=list)
     """Attempts named stuck so far, each once."""
 
@@ -66,18 +67,24 @@ class Progress:
             ev = rec.get("ev")
             if ev == "step" and isinstance(rec.get("step"), int):
                 self.max_step = max(self.max_step, rec["step"])
-            if ev in ("start", "step") and rec.get("source") != "output":
+            if rec.source == "output":  # a step read from the script's output says nothing of the protocol
+                continue
+            if ev in ("start", "step"):
                 # A step needs the process group as much as start does: a script that reports steps
                 # without start has joined, and must not be named stuck for the start it never sends.
                 self.joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
-            if ev in ("hello", "start", "step") and rec.get("source") != "output":
+            if ev in ("hello", "start", "step"):
                 self.speaks = True
         return new
 
-    def spawn(self, attempt: str, at_s: float, world_size: int) -> None:
-        """The harness saw a worker of ``attempt`` (``at_s`` since launch) in a round of ``world_size`` ranks."""
+    def spawn(self, attempt: str, at_s: float, members: Iterable[tuple[str, int | None]]) -> None:
+        """The harness saw workers of ``attempt`` (``at_s`` since launch): ``members``, their (node, rank)."""
         self.spawned.setdefault(attempt, at_s)
-        self.world[attempt] = world_size
+        self.members.setdefault(attempt, set()).update(members)
+
+    def world_size(self, attempt: str) -> int:
+        """How many ranks the harness saw in ``attempt``'s round of workers (1 before it saw any)."""
+        return len(self.members.get(attempt, ())) or 1
 
     @property
     def newest_attempt(self) -> str | None:
@@ -96,7 +103,7 @@ class Progress:
         named = {s.attempt for s in self.stuck}
         out = []
         for attempt, t_spawn in self.spawned.items():
-            need = self.world.get(attempt, 1)
+            need = self.world_size(attempt)
             have = len(self.joined.get(attempt, ()))
             if have < need and attempt not in named and now_s - t_spawn > join_timeout_s:
                 out.append(Stuck(attempt, have, need, join_timeout_s, first=not self.joined))
@@ -106,4 +113,4 @@ class Progress:
     @property
     def still_stuck(self) -> bool:
         """A stuck attempt has still not completed its rendezvous: waiting longer only burns time."""
-        return any(len(self.joined.get(s.attempt, ())) < self.world.get(s.attempt, 1) for s in self.stuck)
+        return any(len(self.joined.get(s.attempt, ())) < self.world_size(s.attempt) for s in self.stuck)

@@ -210,6 +210,7 @@ class Step(Record):
 
 class _Checkpoint(Record):
     __slots__ = ()
+
     @property
     def step(self) -> int | None:
         return self._data.get("step")

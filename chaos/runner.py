@@ -86,9 +86,14 @@ def _upcoming(armed: list[_Armed]) -> list[tuple[str, str]]:
             if a.max_fires is None or a.fires + len(a.due) < a.max_fires]
 
 
+def _stamp(clock: Clock) -> str:
+    """The time in a run directory's name, on the run's clock."""
+    return datetime.fromtimestamp(clock.wall()).strftime("%Y%m%d-%H%M%S")
+
+
 def new_run_dir(runs_root: Path, name: str, clock: Clock = SYSTEM) -> Path:
     """``runs/<name>-<time>``, unique even for parallel runs started in the same second."""
-    stamp = datetime.fromtimestamp(clock.wall()).strftime("%Y%m%d-%H%M%S")
+    stamp = _stamp(clock)
     runs_root.mkdir(parents=True, exist_ok=True)
     for i in range(1000):
         suffix = f"-{i}" if i else ""
@@ -117,7 +122,6 @@ class Runner:
         self.echo = echo or (lambda _msg: None)
         self.clock = clock
         self._signals = 0
-        self._attempt_ranks: dict[str, set[tuple[str, int | None]]] = {}
         self._round_members: dict[int, list[Worker]] = {}
         self._round_label: dict[int, str] = {}
         self._finishing = False
@@ -128,7 +132,7 @@ class Runner:
 
     def _context(self, create: bool = True) -> RunContext:
         if not create:  # --dry-run: name the directory a run would use, touch nothing
-            run_dir = self.runs_root / f"{self.exp.name}-{datetime.fromtimestamp(self.clock.wall()):%Y%m%d-%H%M%S}-{os.getpid()}"
+            run_dir = self.runs_root / f"{self.exp.name}-{_stamp(self.clock)}-{os.getpid()}"
             try:
                 os.stat(run_dir)
             except FileNotFoundError:
@@ -386,9 +390,8 @@ class Runner:
                 for m in self._round_members[w.generation]:
                     if m.attempt(run.launch_no) != label:
                         run.history.set_attempt(m.node, m.pid, label)
-                self._attempt_ranks.setdefault(label, set()).update(
-                    (m.node, m.rank) for m in self._round_members[w.generation])
-                progress.spawn(label, self.clock.mono() - self._t0, len(self._attempt_ranks[label]))
+                progress.spawn(label, self.clock.mono() - self._t0,
+                               ((m.node, m.rank) for m in self._round_members[w.generation]))
                 run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,
                         generation=w.generation)
         for key, w in known.items():

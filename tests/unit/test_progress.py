@@ -30,7 +30,7 @@ def test_a_late_record_is_put_in_its_place() -> None:
 
 def test_an_attempt_is_named_stuck_once_after_the_join_timeout_and_only_while_ranks_are_missing() -> None:
     p = Progress()
-    p.spawn("0.0", 0.0, 2)
+    p.spawn("0.0", 0.0, {("n", 0), ("n", 1)})
     p.fold([ev("start", 1.0, attempt="0.0", rank=0)], [], [])
     assert p.newly_stuck(now_s=2.9, join_timeout_s=3) == [] and not p.still_stuck
     [stuck] = p.newly_stuck(now_s=3.1, join_timeout_s=3)
@@ -43,10 +43,10 @@ def test_an_attempt_is_named_stuck_once_after_the_join_timeout_and_only_while_ra
 def test_a_script_that_never_speaks_the_protocol_is_never_called_stuck() -> None:
     # No attempt sent `start`: silence says nothing; such a run is bounded by timeout_s alone.
     p = Progress()
-    p.spawn("0.0", 0.0, 2)
+    p.spawn("0.0", 0.0, {("n", 0), ("n", 1)})
     assert p.newly_stuck(now_s=1000.0, join_timeout_s=3) == [] and p.newest_attempt == "0.0"
-    p.spawn("0.10", 5.0, 2)
-    p.spawn("0.9", 4.0, 2)
+    p.spawn("0.10", 5.0, {("n", 0), ("n", 1)})
+    p.spawn("0.9", 4.0, {("n", 0), ("n", 1)})
     assert p.newest_attempt == "0.10"
 
 
@@ -54,7 +54,7 @@ def test_a_first_attempt_that_said_hello_but_never_started_is_named_stuck() -> N
     # The SDK says hello at import, before the process group: the first attempt's silence after
     # that is a hung init, named at the join timeout rather than at timeout_s.
     p = Progress()
-    p.spawn("0.0", 0.0, 2)
+    p.spawn("0.0", 0.0, {("n", 0), ("n", 1)})
     p.fold([ev("hello", 1.0, attempt="0.0", rank=0), ev("hello", 1.1, attempt="0.0", rank=1)], [], [])
     assert p.newly_stuck(now_s=2.9, join_timeout_s=3) == []
     [stuck] = p.newly_stuck(now_s=3.1, join_timeout_s=3)
@@ -66,13 +66,13 @@ def test_a_first_attempt_that_said_hello_but_never_started_is_named_stuck() -> N
 def test_steps_count_as_joined_and_steps_seen_in_the_output_do_not_speak() -> None:
     # A script that reports steps but never `start` has joined: it must not be named stuck.
     p = Progress()
-    p.spawn("0.0", 0.0, 2)
+    p.spawn("0.0", 0.0, {("n", 0), ("n", 1)})
     p.fold([ev("hello", 0.5, attempt="0.0", rank=0), ev("step", 1.0, step=1, attempt="0.0", rank=0),
             ev("step", 1.0, step=1, attempt="0.0", rank=1)], [], [])
     assert p.newly_stuck(now_s=100.0, join_timeout_s=3) == []
     # Steps read from a script's output by step_regex say nothing about the protocol.
     q = Progress()
-    q.spawn("0.0", 0.0, 2)
+    q.spawn("0.0", 0.0, {("n", 0), ("n", 1)})
     seen = ev("step", 1.0, step=1, source="output", attempt="0.0")
     q.fold([], [seen], [seen])
     assert q.max_step == 1 and not q.speaks and q.newly_stuck(now_s=100.0, join_timeout_s=3) == []
