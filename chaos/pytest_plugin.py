@@ -46,6 +46,16 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    """When each test started (epoch seconds), as the junit property ``started``: with each test's time
+    it says how many workers were busy at each moment, and how long the last ones ran alone."""
+    import time
+
+    item.user_properties.append(("started", round(time.time(), 2)))
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
     """Every test's CPU seconds in its call (this process and every descendant it reaped: torchrun, its ranks,
     the golden run; a fixture's runs are in none) as the junit property ``cpu_s``. On a CPU-bound runner wall time says who was slowed; CPU time says

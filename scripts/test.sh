@@ -10,11 +10,13 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # stack itself (a gloo peer aborting at exit, heap corruption in an FSDP full-state gather), each
 # of which costs a torchrun restart that a restart bound then counts. One rerun absorbs those; a
 # real regression fails twice. Reruns are listed in the summary (the R in -rfER).
-# Three workers on two cores: the suite is half waiting (restart back-offs, collective timeouts,
-# fault durations, rendezvous), so a third worker fills the gaps. Measured 2026-11-24 on the 2-core
-# box, same tree: -n 2 17 min 24 s (CPU 1.4 of 2 cores busy), -n 3 12 min 50 s, -n 4 13 min 37 s;
-# no test failed or was rerun at -n 3 or -n 4. Again that evening, on a faster host: -n 3 12 min 9 s,
-# -n 4 11 min 40 s (within the box's swing). CHAOS_TEST_WORKERS overrides.
-exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-3}" --dist worksteal -p no:cacheprovider \
+# Four workers on two cores, each taking the next test as it frees (--dist load --maxschedchunk 1)
+# in longest-first order (tests/conftest.py, from the measured tests/durations.json): the suite is
+# CPU-bound with waits in between (restart back-offs, collective timeouts, Slurm timers), and the
+# slowest runs, a Slurm requeue or the game day, start at once instead of being dealt last and
+# running alone. Measured 2026-11-25 on the 2-core box, same tree, empty golden cache: -n 3
+# 12 min 37 s with 19 % of the CPU idle (import torch 1.07 CPU-s), -n 4 12 min 9 s with 13 % idle
+# on a slower hour (1.13 CPU-s); no rerun in either. CHAOS_TEST_WORKERS overrides.
+exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-4}" --dist load --maxschedchunk 1 -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"

@@ -13,7 +13,7 @@ with the host's own speed, which the plugin records at the start of the run (the
 The last table is the other half: wall minus CPU per test, the seconds a test spent not computing
 (sleeps and restart back-offs, Slurm's timers, a wait for another worker's golden run, CPU spent
 outside its process tree: dockerd, slurmd; and time ready to run but waiting for a core, since
-three workers share two). With ``-n`` workers balanced by worksteal the
+several workers share two). With ``-n`` workers each taking the next test the
 suite's wall is about the tests' summed wall over the workers; the waits are what a faster suite
 would replace with events or overlap with other tests' CPU.
 """
@@ -35,7 +35,7 @@ def main() -> int:
     ap.add_argument("junit", help="junit XML of a pytest run (--junitxml)")
     ap.add_argument("--top", type=int, default=25, help="rows per table")
     ap.add_argument("--cores", type=int, default=2, help="cores of the runner, for the wall-time floor")
-    ap.add_argument("--workers", type=int, default=3, help="pytest-xdist workers of the run (scripts/test.sh: 3)")
+    ap.add_argument("--workers", type=int, default=4, help="pytest-xdist workers of the run (scripts/test.sh: 4)")
     a = ap.parse_args()
     rows = []
     tree = ET.parse(a.junit)
@@ -83,7 +83,31 @@ def main() -> int:
     for cls, name, wall, cpu in sorted(rows, key=lambda r: r[3] - r[2])[:a.top]:
         waits.add_row(f"{cls.rsplit('.', 1)[-1]}::{name}", f"{wall:.1f}", f"{cpu:.1f}", f"{wall - cpu:.1f}")
     console.print(waits)
+    spans = [(float(props["started"]), float(case.get("time") or 0)) for case in tree.iter("testcase")
+             if "started" in (props := {p.get("name"): p.get("value") for p in case.iter("property")})]
+    if spans:
+        console.print(busy_workers(spans, a.workers), soft_wrap=True)
     return 0
+
+
+def busy_workers(spans: list[tuple[float, float]], workers: int) -> str:
+    """How the workers were used, from each test's start and duration: the suite's span, the seconds
+    in which fewer than ``workers`` tests ran, and the last stretch in which they did (the tail, where
+    the last tests run alone). A test's setup and teardown are in its junit time; the gaps between
+    tests (scheduling, collection) are the idle seconds."""
+    first = min(s for s, _ in spans)
+    last = max(s + d for s, d in spans)
+    seconds = int(last - first) + 1
+    running = [0] * seconds
+    for start, dur in spans:
+        for i in range(int(start - first), min(seconds, int(start - first + dur) + 1)):
+            running[i] += 1
+    short = sum(1 for r in running if r < workers)
+    tail = 0
+    while tail < seconds and running[seconds - 1 - tail] < workers:
+        tail += 1
+    return (f"workers: tests ran over {seconds / 60:.1f} min; fewer than {workers} running in {short} s of it, "
+            f"of which the last {tail} s (the tail)")
 
 
 if __name__ == "__main__":

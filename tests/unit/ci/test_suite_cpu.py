@@ -48,3 +48,14 @@ def test_a_junit_without_cpu_figures_is_refused(tmp_path: Path) -> None:
     done = run(tmp_path, '<testsuites><testsuite name="p"><testcase classname="c" name="t" time="1"/>'
                          '</testsuite></testsuites>')
     assert done.returncode == 1 and "no test carries a cpu_s property" in done.stdout
+
+
+def test_the_tail_is_where_fewer_tests_ran_than_workers(tmp_path: Path) -> None:
+    # Two workers: a and b together for 10 s, then b alone for 20 s (the tail); c waited for nobody.
+    case = ('<testcase classname="tests.unit.t" name="{n}" time="{d}"><properties>'
+            '<property name="cpu_s" value="1"/><property name="started" value="{s}"/></properties></testcase>')
+    cases = "".join(case.format(n=n, d=d, s=s) for n, d, s in (("a", 10, 1000), ("b", 30, 1000), ("c", 0, 1005)))
+    done = run(tmp_path, f'<testsuites><testsuite name="p">{cases}</testsuite></testsuites>')
+    assert done.returncode == 0, done.stderr
+    assert "tests ran over 0.5 min; fewer than 2 running in 20 s of it, of which the last 20 s (the tail)" \
+        in done.stdout.replace("\n", " "), done.stdout
