@@ -57,6 +57,11 @@ class WorkloadConfig(BaseModel):
     """A spawned attempt whose ranks have not all sent ``start`` (or a ``step``) within this long is named as stuck in
     rendezvous/init, and the run ends there. It applies once the workload is seen to speak the protocol: from the
     first attempt when its ranks import ``chaos.sdk`` (which says ``hello``); raise it above the script's start-up."""
+    stall_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
+    """End the run, named stalled, when no rank has reported anything (a step, a save, a start) for this long
+    while the job still runs: a hang that no collective timeout reaches (a DataLoader worker, blocked storage)
+    would otherwise wait out ``timeout_s``. Off by default. Set it above the longest silence the run may have
+    on purpose: a fault's duration, the collective timeout plus a restart, the slowest save."""
     share_rdzv_store: bool = False
     """Let torchrun hand its one rendezvous store to every restart attempt (torchrun's default). A script that does not prefix its keys per attempt then hits the gloo restart trap (docs/torchrun-restart-trap.md), so by default the harness sets TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: every attempt gets a fresh store. Multi-node targets always do (each node counts restarts on its own)."""
     step_regex: str | None = None
@@ -156,7 +161,7 @@ class Experiment:
             for helper in sorted(script.parent.rglob("*.py")):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
-        payload = self.workload.model_dump(exclude={"join_timeout_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits"})
+        payload = self.workload.model_dump(exclude={"join_timeout_s", "stall_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits"})
         payload["args"] = self.workload.golden_args()
         payload["target"] = self.target.golden_key()
         payload["seed"] = self.seed

@@ -37,6 +37,22 @@ class Stuck:
         return said
 
 
+@dataclass(frozen=True)
+class Stall:
+    """No rank has reported anything for ``stall_s`` while the job kept running."""
+
+    idle_s: float
+    stall_s: float
+    last: Record
+
+    @property
+    def message(self) -> str:
+        what = f"step {self.last.get('step')}" if self.last.ev == "step" else self.last.ev or "a record"
+        return (f"no rank reported anything for {self.idle_s:.0f} s (workload.stall_s {self.stall_s:g}); the last "
+                f"was {what} of attempt {self.last.attempt}: the job hangs where no collective timeout reaches "
+                f"(a DataLoader worker, storage, a deadlock); 'py-spy dump' of a rank shows where")
+
+
 @dataclass
 class Progress:
     history: History = field(default_factory=History)
@@ -54,11 +70,16 @@ class Progress:
     """Attempt -> the (node, rank) of every worker the harness saw in its round: its world size."""
     stuck: list[Stuck] = field(default_factory=list)
     """Attempts named stuck so far, each once."""
+    heard_s: float | None = None
+    """Seconds since launch when a rank last said anything (or a new round of workers appeared); None until
+    the first record: a script that never speaks cannot be judged by its silence."""
+    last_heard: Record | None = None
 
-    def fold(self, workload: list[Record], logged: list[Record], seen: list[Record]) -> list[Record]:
-        """Take one poll's records: the ranks' events, what the harness logged, and steps seen in the
-        output (already among ``logged``). Returns what triggers see as new: the workload's records
-        and the steps seen from outside."""
+    def fold(self, workload: list[Record], logged: list[Record], seen: list[Record],
+             now_s: float | None = None) -> list[Record]:
+        """Take one poll's records (at ``now_s`` since launch): the ranks' events, what the harness
+        logged, and steps seen in the output (already among ``logged``). Returns what triggers see as
+        new: the workload's records and the steps seen from outside."""
         # First: the history relabels a round's attempts (History.align_attempts); what it holds is
         # what the triggers see.
         held = self.history.add(workload + logged)
@@ -75,10 +96,14 @@ class Progress:
                 self.joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
             if ev in ("hello", "start", "step"):
                 self.speaks = True
+        if new and now_s is not None:
+            self.heard_s, self.last_heard = now_s, new[-1]
         return new
 
     def spawn(self, attempt: str, at_s: float, members: Iterable[tuple[str, int | None]]) -> None:
         """The harness saw workers of ``attempt`` (``at_s`` since launch): ``members``, their (node, rank)."""
+        if attempt not in self.spawned and self.heard_s is not None:
+            self.heard_s = max(self.heard_s, at_s)  # a restart is the job moving on: its start-up is not a stall
         self.spawned.setdefault(attempt, at_s)
         self.members.setdefault(attempt, set()).update(members)
 
@@ -109,6 +134,16 @@ class Progress:
                 out.append(Stuck(attempt, have, need, join_timeout_s, first=not self.joined))
         self.stuck += out
         return out
+
+    def stalled(self, now_s: float, stall_s: float | None) -> Stall | None:
+        """The job went silent: nothing from any rank for more than ``stall_s`` since the last record or
+        restart. A hang that a collective timeout ends restarts the ranks (and they speak again);
+        one it does not reach (a DataLoader worker, a blocked write) is otherwise bounded only by
+        ``timeout_s``."""
+        if stall_s is None or self.heard_s is None or self.last_heard is None:
+            return None
+        idle = now_s - self.heard_s
+        return Stall(idle, stall_s, self.last_heard) if idle > stall_s else None
 
     @property
     def still_stuck(self) -> bool:

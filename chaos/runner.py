@@ -313,7 +313,7 @@ class Runner:
             workload = tail.poll()
             self._watch_workers(run, known, progress)
             seen = self._regex_steps(run, out_tail, step_re, progress.newest_attempt) if out_tail is not None else []
-            new = progress.fold(workload, run.log.drain(), seen)
+            new = progress.fold(workload, run.log.drain(), seen, now_s=now)
             self.witness.observe(new)
             for stuck in progress.newly_stuck(now, self.exp.workload.join_timeout_s):
                 diagnostics.append(stuck.message)
@@ -322,6 +322,12 @@ class Runner:
                 self.echo(stuck.message)
             if progress.still_stuck:
                 # A rendezvous that has not completed in join_timeout_s will not: waiting only burns time.
+                return run.target.exit_code(), False
+            stall = progress.stalled(now, self.exp.workload.stall_s)
+            if stall is not None:
+                diagnostics.append(stall.message)
+                run.log("stalled", idle_s=round(stall.idle_s, 3), stall_s=stall.stall_s, message=stall.message)
+                self.echo(stall.message)
                 return run.target.exit_code(), False
             max_step = progress.max_step
             stop = stop_rules(now, max_step, len(progress.spawned)) if stop_rules is not None else None

@@ -43,9 +43,9 @@ def junit_key(nodeid: str) -> str:
 def load(path: Path = FILE) -> dict[str, float]:
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        return {str(k): float(v) for k, v in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError):  # unreadable, not JSON, not {name: seconds}
         return {}
-    return {str(k): float(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
 def estimate(key: str, known: dict[str, float]) -> float:

@@ -148,3 +148,6 @@ def test_golden_omits_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
     assert old_name.workload.golden_args() == {"steps": 4} and old_name.workload_hash() == plain.workload_hash()
     with pytest.raises(Exception, match="golden_omits names nope, not in args"):
         load_experiment(tmp_path / "d.yaml", base % ", golden_omits: [nope]")
+    # The harness's own limits on the run never change what it computes: one golden.
+    limits = load_experiment(tmp_path / "f.yaml", base % ", golden_omits: [fix], stall_s: 90, join_timeout_s: 5")
+    assert limits.workload.stall_s == 90 and limits.workload_hash() == plain.workload_hash()

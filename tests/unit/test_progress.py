@@ -76,3 +76,30 @@ def test_steps_count_as_joined_and_steps_seen_in_the_output_do_not_speak() -> No
     seen = ev("step", 1.0, step=1, source="output", attempt="0.0")
     q.fold([], [seen], [seen])
     assert q.max_step == 1 and not q.speaks and q.newly_stuck(now_s=100.0, join_timeout_s=3) == []
+
+
+def test_a_job_silent_past_stall_s_is_named_stalled_from_its_last_record() -> None:
+    p = Progress()
+    assert p.stalled(now_s=500.0, stall_s=10) is None  # nothing heard yet: silence proves nothing
+    p.spawn("0.0", 0.0, {("n", 0), ("n", 1)})
+    p.fold([ev("start", 1.0, attempt="0.0", rank=0), ev("start", 1.0, attempt="0.0", rank=1)], [], [], now_s=2.0)
+    p.fold([ev("step", 3.0, step=16, attempt="0.0", rank=0)], [], [], now_s=4.0)
+    # The harness's own records are not the job speaking.
+    p.fold([], [ev("fault_inject", 5.0, source="harness")], [], now_s=9.0)
+    assert p.stalled(now_s=14.0, stall_s=10) is None
+    assert p.stalled(now_s=14.5, stall_s=None) is None  # off unless asked for
+    stall = p.stalled(now_s=14.5, stall_s=10)
+    assert stall is not None and stall.idle_s == 10.5
+    assert stall.message.startswith("no rank reported anything for 10 s (workload.stall_s 10); the last was step 16 "
+                                    "of attempt 0.0")
+
+
+def test_a_restart_and_a_step_read_from_the_output_are_signs_of_life() -> None:
+    p = Progress()
+    p.fold([ev("step", 1.0, step=1, attempt="0.0", rank=0)], [], [], now_s=1.0)
+    p.spawn("0.1", 8.0, {("n", 0)})  # torchrun restarted the ranks: their start-up is not a stall
+    assert p.stalled(now_s=15.0, stall_s=10) is None
+    assert p.stalled(now_s=18.5, stall_s=10) is not None
+    seen = ev("step", 18.0, step=2, source="output", attempt="0.1")
+    p.fold([], [seen], [seen], now_s=19.0)
+    assert p.stalled(now_s=28.0, stall_s=10) is None

@@ -15,6 +15,7 @@ from chaos.clock import ScaledClock
 from chaos.events import History
 from chaos.experiment import load_experiment
 from chaos.runner import Runner
+from chaos.safety import run_processes
 
 FAKE = Path(__file__).resolve().parents[1] / "fixtures" / "fake_torchrun.py"
 
@@ -153,6 +154,19 @@ def test_a_first_attempt_stuck_before_joining_is_named(tmp_path: Path) -> None:
     [said] = report.outcome.diagnostics
     assert said.startswith("attempt 0.0 spawned, no rank joined the process group within 3 s (its ranks loaded")
     assert report.outcome.wall_s < 30
+
+
+def test_a_job_that_goes_silent_is_named_stalled_at_stall_s(tmp_path: Path) -> None:
+    exp = experiment(tmp_path, """\
+        checks: [completes]
+        """, extra_args=", --stall-at, \"10\"")
+    exp.workload.stall_s = 2
+    report = Runner(exp, runs_root=tmp_path / "runs").run()
+    assert report.exit_code == 1 and not report.outcome.timed_out
+    [said] = report.outcome.diagnostics
+    assert said.startswith("no rank reported anything for 2 s (workload.stall_s 2); the last was step 10 of attempt 0.0")
+    assert report.outcome.wall_s < 30  # named at stall_s, not at timeout_s (60 s)
+    assert not run_processes(report.run_dir), "a stalled run's processes outlived it"
 
 
 def test_fault_error_is_recorded_not_raised(tmp_path: Path) -> None:
