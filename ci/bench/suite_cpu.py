@@ -38,11 +38,14 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=4, help="pytest-xdist workers of the run (scripts/test.sh: 4)")
     a = ap.parse_args()
     rows = []
+    spans: list[tuple[float, float]] = []  # (started, wall) of each test the plugin stamped
     tree = ET.parse(a.junit)
     suite_props = {p.get("name"): p.get("value") for suite in tree.iter("testsuite")
                    for props in suite.findall("properties") for p in props.iter("property")}
     for case in tree.iter("testcase"):
         props = {p.get("name"): p.get("value") for p in case.iter("property")}
+        if "started" in props:
+            spans.append((float(props["started"]), float(case.get("time") or 0)))
         if "cpu_s" not in props:
             continue
         rows.append((case.get("classname") or "", case.get("name") or "", float(case.get("time") or 0),
@@ -83,8 +86,6 @@ def main() -> int:
     for cls, name, wall, cpu in sorted(rows, key=lambda r: r[3] - r[2])[:a.top]:
         waits.add_row(f"{cls.rsplit('.', 1)[-1]}::{name}", f"{wall:.1f}", f"{cpu:.1f}", f"{wall - cpu:.1f}")
     console.print(waits)
-    spans = [(float(props["started"]), float(case.get("time") or 0)) for case in tree.iter("testcase")
-             if "started" in (props := {p.get("name"): p.get("value") for p in case.iter("property")})]
     if spans:
         console.print(busy_workers(spans, a.workers), soft_wrap=True)
     return 0
