@@ -35,6 +35,10 @@ sys.path.insert(0, str(HERE))  # userloop, from any cwd
 if importlib.util.find_spec("chaos") is None:
     sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
 
+from trainkit import startup  # noqa: E402
+
+startup.pause()  # before torch is imported; resumed once the model is wrapped (trainkit/startup.py)
+
 import torch  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
@@ -79,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     loader = DataLoader(samples.Indexed(data), batch_size=args.batch_size, shuffle=True,
                         num_workers=args.num_workers, collate_fn=samples.collate())
     model, opt, loader = accelerator.prepare(model, opt, loader)
+    startup.resume()
     tracker = samples.Tracker()
 
     if args.native_checkpoints:

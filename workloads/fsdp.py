@@ -12,6 +12,10 @@ sys.path.insert(0, str(HERE))  # trainkit, from any cwd
 if importlib.util.find_spec("chaos") is None:
     sys.path.insert(1, str(HERE.parent))  # chaos.sdk from the source tree when not installed
 
+from trainkit import startup  # noqa: E402
+
+startup.pause()  # before torch is imported; Trainer.run resumes it once the model is wrapped
+
 from trainkit.config import TrainConfig, parse_config  # noqa: E402
 from trainkit.exit import exit_fast  # noqa: E402
 from trainkit.fsdp import FsdpTrainer  # noqa: E402

@@ -27,6 +27,10 @@ sys.path.insert(0, str(HERE))  # userloop, from any cwd
 if importlib.util.find_spec("chaos") is None:
     sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
 
+from trainkit import startup  # noqa: E402
+
+startup.pause()  # before torch is imported; resumed once the model is wrapped (trainkit/startup.py)
+
 import argparse  # noqa: E402
 import gc  # noqa: E402
 
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         last = last_complete_checkpoint(output_dir)
     else:  # the examples' way
         last = transformers.trainer_utils.get_last_checkpoint(output_dir) if os.path.isdir(output_dir) else None
+    startup.resume()
     trainer.train(resume_from_checkpoint=last)
     shutdown(trainer)
     return 0

@@ -38,6 +38,10 @@ sys.path.insert(0, str(HERE))  # userloop, from any cwd
 if importlib.util.find_spec("chaos") is None:
     sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
 
+from trainkit import startup  # noqa: E402
+
+startup.pause()  # before torch is imported; resumed once the model is wrapped (trainkit/startup.py)
+
 import torch  # noqa: E402
 
 from chaos.integrations import require  # noqa: E402
@@ -212,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
                         max_steps=args.steps, callbacks=[ChaosCallback(), checkpoints, *callbacks],  # chaos: ChaosCallback
                         logger=False, enable_progress_bar=False, enable_model_summary=False,
                         deterministic=True, use_distributed_sampler=not args.stateful_sampler)
+    startup.resume()
     trainer.fit(Regression(model, args.step_sleep), loader, ckpt_path="last")
     return 0
 

@@ -30,6 +30,10 @@ sys.path.insert(0, str(HERE))  # userloop, from any cwd
 if importlib.util.find_spec("chaos") is None:
     sys.path.insert(1, str(HERE.parent))  # chaos from the source tree
 
+from trainkit import startup  # noqa: E402
+
+startup.pause()  # before torch is imported; resumed once the model is wrapped (trainkit/startup.py)
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel  # noqa: E402
@@ -81,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     sdk.start(dataset_size=args.dataset_size, device="cpu", world_size=world)
     sdk.ckpt_load(step, str(ckpt) if ckpt else None)
     ddp = DistributedDataParallel(model)
+    startup.resume()
 
     while step < args.steps:
         sampler.set_epoch(epoch)

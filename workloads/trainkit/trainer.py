@@ -27,6 +27,7 @@ from .dist import DistEnv, GroupComm, destroy_distributed, init_distributed
 from .formats import AppState, DdpFormat
 from .model import build_model
 from .rng import seed_rank
+from . import startup
 
 log = logging.getLogger("trainkit")
 
@@ -90,6 +91,7 @@ class Trainer:
         try:
             self.env = init_distributed(self.cfg.pg_timeout_s)
             self.setup()
+            startup.resume()  # the collector was paused through imports and set-up (trainkit/startup.py)
             self.train()
             if self.preempted:
                 self.checkpointer.close()
