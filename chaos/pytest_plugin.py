@@ -26,11 +26,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 HOST_SPEED_PROPERTY = "host_import_torch_cpu_s"
 """The junit testsuite property with the host's speed at the start of the run (chaos.host_speed)."""
+WORKERS_PROPERTY = "xdist_workers"
+"""The junit testsuite property with the run's pytest-xdist worker count (``-n``), when it had workers."""
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    """A run that writes junit XML records how fast the host was when it started: suite times from
-    different hours of the same box differ by up to 1.4x for the same code (chaos.host_speed)."""
+    """A run that writes junit XML records how fast the host was when it started (suite times from
+    different hours of the same box differ by up to 1.4x for the same code: chaos.host_speed) and
+    how many xdist workers shared it."""
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller writes the XML
         return
     from _pytest.junitxml import xml_key
@@ -38,6 +41,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     xml = session.config.stash.get(xml_key, None)
     if xml is None:
         return
+    workers = getattr(session.config.option, "numprocesses", None)  # -n, resolved by xdist ("auto": a count)
+    if workers:
+        xml.add_global_property(WORKERS_PROPERTY, workers)
     from chaos.host_speed import import_torch_cpu_s
 
     speed = import_torch_cpu_s()

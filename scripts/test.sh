@@ -10,13 +10,14 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # stack itself (a gloo peer aborting at exit, heap corruption in an FSDP full-state gather), each
 # of which costs a torchrun restart that a restart bound then counts. One rerun absorbs those; a
 # real regression fails twice. Reruns are listed in the summary (the R in -rfER).
-# Four workers on two cores, each taking the next test as it frees (--dist load --maxschedchunk 1)
+# Five workers on two cores, each taking the next test as it frees (--dist load --maxschedchunk 1)
 # in longest-first order (tests/conftest.py, from the measured tests/durations.json): the suite is
 # CPU-bound with waits in between (restart back-offs, collective timeouts, Slurm timers), and the
 # slowest runs, a Slurm requeue or the game day, start at once instead of being dealt last and
-# running alone. Measured 2026-11-25 on the 2-core box, same tree, empty golden cache: -n 3
-# 12 min 37 s with 19 % of the CPU idle (import torch 1.07 CPU-s), -n 4 12 min 9 s with 13 % idle
-# on a slower hour (1.13 CPU-s); no rerun in either. CHAOS_TEST_WORKERS overrides.
-exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-4}" --dist load --maxschedchunk 1 -p no:cacheprovider \
+# running alone. Measured 2026-11-25 on the 2-core box, empty golden cache: -n 3 12 min 37 s with
+# 19 % of the CPU idle (import torch 1.07 CPU-s), -n 4 12 min 9 s with 13 % idle (1.13 CPU-s);
+# after the workloads paused the collector at start-up, -n 4 11 min 29 s with 13 % idle (1.15) and
+# -n 5 11 min 8 s with 7 % idle on a slower hour (1.26); no rerun in any. CHAOS_TEST_WORKERS overrides.
+exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-5}" --dist load --maxschedchunk 1 -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"

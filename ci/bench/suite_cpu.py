@@ -27,7 +27,7 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 from rich.table import Table
 
-from chaos.pytest_plugin import HOST_SPEED_PROPERTY
+from chaos.pytest_plugin import HOST_SPEED_PROPERTY, WORKERS_PROPERTY
 
 
 def main() -> int:
@@ -35,7 +35,8 @@ def main() -> int:
     ap.add_argument("junit", help="junit XML of a pytest run (--junitxml)")
     ap.add_argument("--top", type=int, default=25, help="rows per table")
     ap.add_argument("--cores", type=int, default=2, help="cores of the runner, for the wall-time floor")
-    ap.add_argument("--workers", type=int, default=4, help="pytest-xdist workers of the run (scripts/test.sh: 4)")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="pytest-xdist workers of the run (default: what the chaos plugin recorded in the XML, else 1)")
     a = ap.parse_args()
     rows = []
     spans: list[tuple[float, float]] = []  # (started, wall) of each test the plugin stamped
@@ -62,6 +63,9 @@ def main() -> int:
     total = sum(r[3] for r in rows)
     console = Console()
     speed = suite_props.get(HOST_SPEED_PROPERTY)
+    if a.workers is None:
+        recorded = suite_props.get(WORKERS_PROPERTY)
+        a.workers = int(recorded) if recorded and recorded.isdigit() else 1
     console.print(f"host speed at the start: import torch took {speed} CPU-s" if speed is not None else
                   "host speed not recorded (a run before the plugin measured it): compare with care")
     files = Table(title=f"CPU by file: {total:.0f} CPU-s in {len(rows)} tests; floor on {a.cores} cores "

@@ -74,3 +74,27 @@ def test_a_known_failure_is_expected_only_exactly_as_recorded() -> None:
     assert not known_failure_matches(known, report(completes="inconclusive", exactly_once="fail",
                                                    matches_golden="fail"))[0]
     assert not known_failure_matches(known, report(exactly_once="fail"))[0]
+
+
+def test_the_junit_xml_records_the_worker_count_beside_the_host_speed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The controller's session start, with a stand-in for pytest's junit writer: ci/bench/suite_cpu.py reads both.
+    from types import SimpleNamespace
+
+    from _pytest.junitxml import xml_key
+
+    import chaos.host_speed
+    from chaos.pytest_plugin import HOST_SPEED_PROPERTY, WORKERS_PROPERTY, pytest_sessionstart
+
+    recorded: list[tuple[str, object]] = []
+    xml = SimpleNamespace(add_global_property=lambda name, value: recorded.append((name, value)))
+    monkeypatch.setattr(chaos.host_speed, "import_torch_cpu_s", lambda: 1.25)
+
+    def session(numprocesses: object) -> SimpleNamespace:
+        config = SimpleNamespace(option=SimpleNamespace(numprocesses=numprocesses), stash={xml_key: xml})
+        return SimpleNamespace(config=config)
+
+    pytest_sessionstart(session(3))
+    assert recorded == [(WORKERS_PROPERTY, 3), (HOST_SPEED_PROPERTY, 1.25)]
+    recorded.clear()
+    pytest_sessionstart(session(None))  # no xdist: no worker count, the host speed still
+    assert recorded == [(HOST_SPEED_PROPERTY, 1.25)]

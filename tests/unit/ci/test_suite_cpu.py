@@ -21,13 +21,14 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 """
 
 
-def run(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
-    from chaos.pytest_plugin import HOST_SPEED_PROPERTY
+def run(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
+    from chaos.pytest_plugin import HOST_SPEED_PROPERTY, WORKERS_PROPERTY
 
     junit = tmp_path / "suite.xml"
-    junit.write_text(text.replace("{speed}", HOST_SPEED_PROPERTY))
-    return subprocess.run([sys.executable, str(SCRIPT), str(junit), "--workers", "2"], capture_output=True,
-                          text=True, cwd=ROOT, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"}, timeout=60)
+    junit.write_text(text.replace("{speed}", HOST_SPEED_PROPERTY).replace("{workers}", WORKERS_PROPERTY))
+    return subprocess.run([sys.executable, str(SCRIPT), str(junit), *(args or ("--workers", "2"))],
+                          capture_output=True, text=True, cwd=ROOT, env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+                          timeout=60)
 
 
 def test_cpu_floor_and_waits_are_computed_from_the_measured_tests(tmp_path: Path) -> None:
@@ -59,3 +60,12 @@ def test_the_tail_is_where_fewer_tests_ran_than_workers(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "tests ran over 0.5 min; fewer than 2 running in 20 s of it, of which the last 20 s (the tail)" \
         in done.stdout.replace("\n", " "), done.stdout
+
+
+def test_the_worker_count_is_the_one_the_run_recorded(tmp_path: Path) -> None:
+    recorded = JUNIT.replace('value="1.10"/>', 'value="1.10"/><property name="{workers}" value="3"/>')
+    done = run(tmp_path, recorded, "--top", "5")
+    assert done.returncode == 0, done.stderr
+    assert "summed wall / 3 workers = 0.4 min" in done.stdout
+    # Nothing recorded (a run without xdist, or before the plugin recorded it): one worker.
+    assert "summed wall / 1 workers = 1.2 min" in run(tmp_path, JUNIT, "--top", "5").stdout
