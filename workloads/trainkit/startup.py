@@ -10,11 +10,15 @@ saves about a fifth of a rank's start-up CPU (measured: ``python -c "import torc
 ``resume()`` freezes what start-up built (``gc.freeze``: the collector no longer walks it; the
 pattern CPython documents for long-lived start-up state) and turns the collector back on, so the
 training loop collects cycles as usual.
+
+``TRAINKIT_GC_PAUSE=0`` in the environment starts with the collector on, as a script that does
+not call ``pause()`` would: ci/bench/startup_gc.py measures both, side by side.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 
 _paused = False
 
@@ -22,7 +26,7 @@ _paused = False
 def pause() -> None:
     """Call before ``import torch``: the collector stays off until ``resume()``."""
     global _paused
-    if gc.isenabled():
+    if gc.isenabled() and os.environ.get("TRAINKIT_GC_PAUSE", "1") != "0":
         gc.disable()
         _paused = True
 

@@ -40,6 +40,18 @@ def test_pause_then_resume_freezes_start_up_and_collects_again() -> None:
     """) == "False True True"
 
 
+def test_the_pause_can_be_switched_off_for_a_side_by_side_measurement(monkeypatch) -> None:
+    monkeypatch.setenv("TRAINKIT_GC_PAUSE", "0")
+    assert _run("""
+        import gc
+        from trainkit import startup
+        startup.pause()
+        paused = not gc.isenabled()
+        startup.resume()
+        print(paused, gc.isenabled(), gc.get_freeze_count())
+    """) == "False True 0"
+
+
 def test_resume_without_pause_leaves_the_collector_alone() -> None:
     # A script that never paused (or a test importing trainkit) keeps its collector as it was.
     assert _run("""
