@@ -1,5 +1,5 @@
 """``python -m chaos``: the same CLI as the ``chaos`` console script."""
 
-from chaos.cli import main
+from chaos.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
 
 from chaos import __version__
@@ -44,3 +45,18 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("chaos: interrupted", file=sys.stderr)
         return 130
+
+
+def entry() -> int:
+    """The ``chaos`` command (console script and ``python -m chaos``): ``main``, then an exit that a late
+    signal cannot turn into another status.
+
+    Once the command has returned, its status is decided and what it had to write is written. A Ctrl-C
+    or SIGTERM that lands while the interpreter shuts down would otherwise end the process by the
+    signal (-2, no traceback: finalization puts Python's handlers back to the default) instead of with
+    that status; ignored, it cannot. Ignoring survives finalization, a handler does not. Not in
+    ``main``: tests call it in their own process, whose signal handling is not the command's to change."""
+    code = main()
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    return code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import xml.etree.ElementTree as ET
 from dataclasses import asdict
@@ -53,7 +54,10 @@ def checkpoint_figures(history: Any) -> dict[str, Any]:
 
 def write_journal(report: "RunReport", wall0: float) -> None:
     path = report.run_dir / "journal.json"
-    path.write_text(json.dumps(journal_dict(report, wall0), indent=2, default=str))
+    # Whole or not at all: readers (chaos report, baselines, the gate) never see a half-written journal.
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(journal_dict(report, wall0), indent=2, default=str))
+    os.replace(tmp, path)
 
 
 def write_junit(report: "RunReport") -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from dataclasses import dataclass, replace
 
@@ -171,3 +172,50 @@ class ProcessTree:
                 except psutil.NoSuchProcess:
                     return False
         return False
+
+
+def exited(proc: psutil.Process) -> bool:
+    """The process has ended: gone, its PID reused, or a zombie (it holds nothing but its PID until
+    its parent reaps it)."""
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.AccessDenied:
+        return False
+
+
+def wait_exited(procs: list[psutil.Process], timeout_s: float) -> list[psutil.Process]:
+    """Wait until every process has ended (``exited``); returns those still running at the timeout.
+
+    Unlike ``psutil.wait_procs``, which waits for a process we did not start to disappear, a zombie
+    counts as ended: a killed worker whose agent died with it is reparented to init and waits there to
+    be reaped, which some hosts' init does only about once a second (1.1-1.4 s measured on the 2-core
+    box, whose PID 1 is not a full init), and stopping a run would wait for that each time."""
+    deadline = time.monotonic() + timeout_s
+    alive = list(procs)
+    interval = 0.005
+    while True:
+        alive = [p for p in alive if not exited(p)]
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
+            return alive
+        time.sleep(min(interval, left))
+        interval = min(interval * 2, 0.05)
+
+
+def stop_processes(procs: list[psutil.Process], grace_s: float) -> None:
+    """SIGTERM every process (SIGCONT first: a stopped one cannot act on it), SIGKILL what is left after
+    ``grace_s``, and wait up to ``grace_s`` more for those to end."""
+    for p in procs:
+        try:
+            p.send_signal(signal.SIGCONT)
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    for p in wait_exited(procs, grace_s):
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    wait_exited(procs, grace_s)

@@ -125,6 +125,7 @@ class Runner:
         self._round_members: dict[int, list[Worker]] = {}
         self._round_label: dict[int, str] = {}
         self._finishing = False
+        self._reverted = False
         self._last_inject: float | None = None
         self._t0 = clock.mono()
 
@@ -180,7 +181,16 @@ class Runner:
         run = self._context()
         self.run_ctx = run
         self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins")
+        # Held until the report is written, not only through the reverts: an interrupt that lands while
+        # the checks run or journal.json is written must not cut the run's record short.
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            return self._run(run)
+        finally:
+            for s, handler in old.items():
+                signal.signal(s, handler)
+
+    def _run(self, run: RunContext) -> RunReport:
         armed: list[_Armed] = []
         records: list[FaultRecord] = []
         diagnostics: list[str] = []
@@ -222,10 +232,11 @@ class Runner:
             run.log("harness_error", error=harness_error, traceback=traceback.format_exc())
         finally:
             self._finishing = True
-            revert_failures = self._finish(run, armed, records)
-            self.witness.close()
-            for s, handler in old.items():
-                signal.signal(s, handler)
+            try:
+                revert_failures = self._finish(run, armed, records)
+                self.witness.close()
+            finally:
+                self._reverted = True
         wall_s = self.clock.mono() - start
         records += self._unfired(armed)
         run.log("exit", code=exit_code, timed_out=timed_out, wall_s=round(wall_s, 3))
@@ -285,6 +296,10 @@ class Runner:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signals += 1
+        if self._reverted:
+            # Nothing is left to revert: finish judging and writing the report, which is the run's record.
+            print("interrupted: the faults are reverted; finishing the report", file=sys.stderr, flush=True)
+            return
         if self._signals == 1 and self._finishing:
             # Raising now would abort the reverts under way: let them finish unless asked twice.
             print("interrupted: reverting every fault; interrupt again to skip the reverts", file=sys.stderr, flush=True)

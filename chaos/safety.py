@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ import psutil
 
 from chaos.ledger import Ledger
 from chaos.network import short_id
+from chaos.processes import stop_processes
 from chaos.shell import Shell
 
 def run_tag(run_dir: str | os.PathLike[str]) -> str:
@@ -85,19 +85,7 @@ def run_processes(run_dir: str | os.PathLike[str]) -> list[psutil.Process]:
 def stop_run_processes(run_dir: str | os.PathLike[str], grace_s: float = 3.0) -> list[int]:
     """Kill every process that belongs to this run (resumed first, so a stopped one can die); returns their PIDs."""
     procs = run_processes(run_dir)
-    for p in procs:
-        try:
-            p.send_signal(signal.SIGCONT)
-            p.terminate()
-        except psutil.NoSuchProcess:
-            continue
-    _gone, alive = psutil.wait_procs(procs, timeout=grace_s)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            continue
-    psutil.wait_procs(alive, timeout=grace_s)
+    stop_processes(procs, grace_s)
     return [p.pid for p in procs]
 
 

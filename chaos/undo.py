@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import psutil
 
+from chaos.processes import stop_processes
 from chaos.shell import Shell
 
 _OPS: dict[str, type["Undo"]] = {}
@@ -211,19 +212,7 @@ class KillTree(Undo):
             procs = [root] + root.children(recursive=True)
         except psutil.NoSuchProcess:
             procs = [root]
-        for p in procs:
-            try:
-                p.send_signal(signal.SIGCONT)  # a SIGSTOPped process cannot act on SIGTERM
-                p.terminate()
-            except psutil.NoSuchProcess:
-                pass
-        _gone, alive = psutil.wait_procs(procs, timeout=self.grace_s)
-        for p in alive:
-            try:
-                p.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=self.grace_s)
+        stop_processes(procs, self.grace_s)
 
     def describe(self) -> str:
         return f"pkill -KILL -P {self.pid}; kill -KILL {self.pid}"

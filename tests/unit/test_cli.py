@@ -224,3 +224,18 @@ def test_gameday_dry_run_prints_the_drawn_schedule_and_runs_nothing(tmp_path: Pa
 def test_gameday_refuses_an_experiment_without_a_plan(capsys) -> None:
     assert _exit_code(["gameday", str(ROOT / "experiments" / "rank-kill-ddp.yaml")]) == 2
     assert "has no 'gameday:' section" in capsys.readouterr().err
+
+
+def test_a_signal_after_the_command_returned_keeps_its_exit_status() -> None:
+    # The command's status is decided when it returns: a Ctrl-C while the process exits is ignored, so
+    # it ends with that status (here 2, no command given), not by SIGINT (-2) or a KeyboardInterrupt.
+    code = ("import os, signal, sys, time\n"
+            "from chaos import cli\n"
+            "sys.argv = ['chaos']\n"
+            "status = cli.entry()\n"
+            "os.kill(os.getpid(), signal.SIGINT)\n"
+            "time.sleep(0.2)\n"
+            "raise SystemExit(status)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert "usage: chaos" in done.stdout and "KeyboardInterrupt" not in done.stderr

@@ -90,3 +90,46 @@ def test_rounds_are_numbered_by_what_is_alive() -> None:
     second = tree._number_rounds([w(30, 0), w(31, 1)])
     assert [x.generation for x in second] == [2, 2]
     assert tree._number_rounds(second) == second, "a known worker keeps its round"
+
+
+def _ready(code: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def test_a_zombie_has_exited_and_a_reused_pid_is_not_the_process() -> None:
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    handle = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 30
+    while handle.status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:  # ended, not yet reaped
+        time.sleep(0.01)
+    assert processes.exited(handle)
+    assert proc.wait() == 0  # not reaped behind the Popen's back: its exit status is still there
+    assert processes.exited(handle)  # gone
+
+
+def test_stop_processes_ends_one_that_ignores_sigterm_after_the_grace() -> None:
+    import psutil
+
+    proc = _ready("import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+                  "time.sleep(60)")
+    handle = psutil.Process(proc.pid)
+    assert processes.wait_exited([handle], 0.2) == [handle]  # still running at the timeout: returned
+    processes.stop_processes([handle], grace_s=0.3)
+    assert processes.exited(handle)
+    assert proc.wait(timeout=5) == -9  # SIGTERM ignored, so SIGKILL; the status is the Popen's to read
+
+
+def test_an_orphan_killed_with_its_parent_counts_as_ended_before_init_reaps_it() -> None:
+    import psutil
+
+    # A worker whose agent dies with it: reparented to init, which reaps it when it gets to it.
+    proc = _ready("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; "
+                  "time.sleep(60)']); print('ready', flush=True); print(c.pid, flush=True); time.sleep(60)")
+    child = psutil.Process(int(proc.stdout.readline()))
+    processes.stop_processes([psutil.Process(proc.pid), child], grace_s=5)
+    assert processes.exited(child) and processes.exited(psutil.Process(proc.pid))
+    assert proc.wait(timeout=5) == -15

@@ -347,3 +347,39 @@ def test_a_live_view_that_raises_is_dropped_and_the_run_goes_on(tmp_path: Path) 
     report = Runner(exp, runs_root=tmp_path / "runs", on_poll=view).run()
     assert report.exit_code == 0 and len(seen) == 1
     assert any(r.get("ev") == "live_view_error" for r in report.outcome.history.records)
+
+
+def test_an_interrupt_after_the_reverts_does_not_cut_the_report_short(tmp_path: Path, monkeypatch) -> None:
+    # Ctrl-C while journal.json is being written (the reverts are done): the runner's handler still holds,
+    # says so and lets the report finish; the caller's own handler is back afterwards, never called.
+    import os
+    import signal
+
+    import chaos.runner as runner_module
+
+    exp = experiment(tmp_path, "checks: [{completes: {min_step: 40}}]\n")
+    caller: list[int] = []
+
+    def record(signum, _frame):
+        caller.append(signum)
+
+    previous = signal.signal(signal.SIGINT, record)
+    write_journal = runner_module.write_journal
+
+    def interrupted_write(report, wall0):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the handler runs at the next bytecode of the main thread, here
+        write_journal(report, wall0)
+
+    monkeypatch.setattr(runner_module, "write_journal", interrupted_write)
+    try:
+        report = Runner(exp, runs_root=tmp_path / "runs").run()
+        restored = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert caller == [], "the interrupt reached the caller's handler while the report was being written"
+    assert report.exit_code == 0, [(c.kind, c.verdict, c.reason) for c in report.checks]
+    assert restored is record
+    journal = json.loads((report.run_dir / "journal.json").read_text())
+    assert journal["exit_code"] == 0
+    assert not list(report.run_dir.glob(".journal.json*")), "a temporary journal was left behind"
