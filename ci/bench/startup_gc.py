@@ -18,7 +18,6 @@ start-up is most of it, as it is of every restart.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import statistics
@@ -31,6 +30,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from chaos.events import read_records
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKLOADS = ("ddp", "fsdp", "hf_trainer", "lightning_ddp", "accelerate_loop", "stateful_loader")
 
@@ -41,15 +42,8 @@ def children_cpu() -> float:
 
 
 def first_step_t(events: Path) -> float | None:
-    times = []
-    for path in events.glob("*.jsonl"):
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and rec.get("ev") == "step" and isinstance(rec.get("t"), (int, float)):
-                times.append(rec["t"])
+    """When the first rank reported its first step: the earliest ``step`` record of the job's event files."""
+    times = [r["t"] for r in read_records([events]) if r.get("ev") == "step" and isinstance(r.get("t"), (int, float))]
     return min(times) if times else None
 
 
