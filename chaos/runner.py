@@ -296,8 +296,10 @@ class Runner:
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self._signals += 1
-        if self._reverted:
-            # Nothing is left to revert: finish judging and writing the report, which is the run's record.
+        run = getattr(self, "run_ctx", None)
+        if self._reverted or (self._finishing and run is not None and not run.ledger.pending()):
+            # Nothing is left to revert (the reverts are done, or done but for closing up): finish judging
+            # and writing the report, which is the run's record; skipping it would save nothing.
             print("interrupted: the faults are reverted; finishing the report", file=sys.stderr, flush=True)
             return
         if self._signals == 1 and self._finishing:
@@ -307,7 +309,6 @@ class Runner:
         if self._signals == 1:
             raise Interrupted(signum)
         # A second Ctrl-C: skip the reverts, but say exactly what is left and how to undo it.
-        run = getattr(self, "run_ctx", None)
         lines = ["second interrupt: skipping reverts. Left behind:"]
         if run is not None:
             for entry in run.ledger.pending():

@@ -383,3 +383,17 @@ def test_an_interrupt_after_the_reverts_does_not_cut_the_report_short(tmp_path: 
     journal = json.loads((report.run_dir / "journal.json").read_text())
     assert journal["exit_code"] == 0
     assert not list(report.run_dir.glob(".journal.json*")), "a temporary journal was left behind"
+
+
+def test_interrupts_while_finishing_with_nothing_left_to_revert_let_the_report_finish(tmp_path: Path, capsys) -> None:
+    # The reverts are done but the run is still closing up (the witness stopping): a second Ctrl-C has
+    # nothing to skip, so it must neither list an empty "Left behind:" nor exit without the report.
+    from types import SimpleNamespace
+
+    runner = Runner(experiment(tmp_path, "checks: [completes]\n"), runs_root=tmp_path / "runs")
+    runner.run_ctx = SimpleNamespace(ledger=SimpleNamespace(pending=lambda: []), run_dir=tmp_path)
+    runner._finishing = True
+    runner._on_signal(2, None)
+    runner._on_signal(2, None)  # returns: os._exit would end the test process here
+    err = capsys.readouterr().err
+    assert err.count("the faults are reverted; finishing the report") == 2 and "Left behind" not in err
