@@ -55,6 +55,8 @@ ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENTS = ROOT / "experiments"
 INJECT_TIMEOUT_S = 240.0
 EXIT_TIMEOUT_S = 90.0
+REQUEUE_WAIT_S = 60.0
+"""How long a run whose processes the fault ended (a preempted Slurm job) may take to start them again."""
 
 FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
 FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage", "partition",
@@ -187,6 +189,17 @@ def _json(line: str) -> dict[str, Any]:
     return rec if isinstance(rec, dict) else {}
 
 
+def _live_processes(run_dir: Path) -> list:
+    """The run's live processes, waiting for them where the fault itself ended them: Slurm's preemption
+    SIGTERMs the job's tasks (the torch-free agent and its workers exit at once) and they come back
+    when the requeued job starts. Without the wait, a kill that landed after the preemption found no
+    process to prove cleanup with (a rare failure at -n 5, reproduced by delaying the kill 3 s)."""
+    deadline = time.monotonic() + REQUEUE_WAIT_S
+    while not (procs := run_processes(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return procs
+
+
 def _assert_clean(harness: Harness) -> None:
     run_dir = harness.run_dir
     assert run_dir is not None
@@ -233,10 +246,10 @@ def harness_for(tmp_path: Path):
 def test_sigkill_then_cleanup_leaves_nothing(kind: str, harness_for) -> None:
     h = harness_for(kind, fake=True)
     run_dir = h.wait_for_fault(kind)
-    assert run_processes(run_dir), "the run has no live process before the kill: the check below would prove nothing"
+    assert _live_processes(run_dir), "the run has no live process before the kill: the check below would prove nothing"
     h.proc.send_signal(signal.SIGKILL)
     h.proc.wait(timeout=30)
-    assert run_processes(run_dir), "the workload died with the harness: nothing was left for cleanup to prove"
+    assert _live_processes(run_dir), "the workload died with the harness: nothing was left for cleanup to prove"
     # No argument: cleanup finds the abandoned run by itself.
     res = h.cleanup()
     assert res.returncode == 0, f"chaos cleanup failed:\n{res.stdout}\n{res.stderr}"
