@@ -151,3 +151,23 @@ def test_golden_omits_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
     # The harness's own limits on the run never change what it computes: one golden.
     limits = load_experiment(tmp_path / "f.yaml", base % ", golden_omits: [fix], stall_s: 90, join_timeout_s: 5")
     assert limits.workload.stall_s == 90 and limits.workload_hash() == plain.workload_hash()
+
+
+def test_the_golden_key_follows_torchs_version_without_importing_torch(tmp_path, monkeypatch) -> None:
+    import subprocess
+    import sys
+
+    import chaos.experiment
+
+    text = "name: e\nworkload: {script: workloads/ddp.py, args: {steps: 4}}\ntarget: local\nchecks: [{completes: {}}]\n"
+    exp = load_experiment(tmp_path / "a.yaml", text)
+    monkeypatch.setattr(chaos.experiment, "installed_version", lambda dist: "2.13.0+cpu")
+    ours = exp.workload_hash()
+    monkeypatch.setattr(chaos.experiment, "installed_version", lambda dist: "2.14.0+cpu")
+    assert exp.workload_hash() != ours, "a golden computed under another torch must not be reused"
+    # The harness computes it beside the ranks it runs: importing torch there would cost ~1.2 CPU-s.
+    probe = ("import sys; from chaos.experiment import load_experiment; "
+             f"load_experiment({str(ROOT / 'experiments' / 'rank-kill-ddp.yaml')!r}).workload_hash(); "
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr
