@@ -239,3 +239,23 @@ def test_a_signal_after_the_command_returned_keeps_its_exit_status() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, (done.returncode, done.stderr)
     assert "usage: chaos" in done.stdout and "KeyboardInterrupt" not in done.stderr
+
+
+def test_a_command_imports_only_its_own_module_and_help_lists_every_command(capsys) -> None:
+    from chaos.cli import build_parser
+
+    everything = build_parser([])
+    commands = sorted(everything._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    assert {"run", "cleanup", "doctor", "verify-checkpoint"} <= set(commands), commands
+    for name in commands:
+        # Each registered name is found from its own command line, with its own options intact.
+        alone = build_parser([name, "--help"])
+        assert sorted(alone._subparsers._group_actions[0].choices) == [name]  # type: ignore[union-attr]
+    # A typo still gets the full list of commands in its error.
+    assert _exit_code(["clenaup"]) == 2
+    assert "cleanup" in capsys.readouterr().err
+    # The cheap commands leave the runner, the report code and pydantic's models unimported.
+    probe = ("import sys; from chaos.cli import build_parser; build_parser(['cleanup']); "
+             "print(sorted(m for m in ('chaos.runner', 'chaos.htmlreport', 'chaos.experiment') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
