@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -166,11 +167,21 @@ class Experiment:
         payload["args"] = self.workload.golden_args()
         payload["target"] = self.target.golden_key()
         payload["seed"] = self.seed
+        # The ranks inherit the harness's environment, and the number of intra-op threads changes the
+        # order of a float reduction, so a digest, in a workload that does not fix its own (the
+        # framework scripts do not): a golden computed under another count is not this run's.
+        threads = {k: os.environ[k] for k in THREAD_ENV if k in os.environ}
+        if threads:
+            payload["threads"] = threads
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
         version = installed_version("torch")
         if version is not None:
             h.update(version.encode())
         return h.hexdigest()[:16]
+
+
+THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+"""Environment variables that set torch's intra-op thread count on CPU."""
 
 
 def installed_version(dist: str) -> str | None:

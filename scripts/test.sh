@@ -18,6 +18,12 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # 19 % of the CPU idle (import torch 1.07 CPU-s), -n 4 12 min 9 s with 13 % idle (1.13 CPU-s);
 # after the workloads paused the collector at start-up, -n 4 11 min 29 s with 13 % idle (1.15) and
 # -n 5 11 min 8 s with 7 % idle on a slower hour (1.26); no rerun in any. CHAOS_TEST_WORKERS overrides.
+# One intra-op thread per process, as torchrun gives each of several workers on a node: the suite
+# runs up to five jobs at once on two cores, and a job whose nodes are co-located here with one
+# worker each (world-size changes, Slurm, netns) would otherwise run two OpenMP threads per rank,
+# spinning for each other (hf-trainer-world-size-change: 13.2 -> 10.1 CPU-s, ci/bench/thread_count.py). The
+# golden cache key carries the thread count, so goldens are not shared across the setting.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-5}" --dist load --maxschedchunk 1 -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"

@@ -153,7 +153,7 @@ def test_golden_omits_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
     assert limits.workload.stall_s == 90 and limits.workload_hash() == plain.workload_hash()
 
 
-def test_the_golden_key_follows_torchs_version_without_importing_torch(tmp_path, monkeypatch) -> None:
+def test_the_golden_key_follows_torchs_version_and_thread_count_without_importing_torch(tmp_path, monkeypatch) -> None:
     import subprocess
     import sys
 
@@ -165,6 +165,14 @@ def test_the_golden_key_follows_torchs_version_without_importing_torch(tmp_path,
     ours = exp.workload_hash()
     monkeypatch.setattr(chaos.experiment, "installed_version", lambda dist: "2.14.0+cpu")
     assert exp.workload_hash() != ours, "a golden computed under another torch must not be reused"
+    # Nor one computed with another intra-op thread count (the ranks inherit the harness's environment).
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
+    unset = exp.workload_hash()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = exp.workload_hash()
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert len({unset, one, exp.workload_hash()}) == 3
     # The harness computes it beside the ranks it runs: importing torch there would cost ~1.2 CPU-s.
     probe = ("import sys; from chaos.experiment import load_experiment; "
              f"load_experiment({str(ROOT / 'experiments' / 'rank-kill-ddp.yaml')!r}).workload_hash(); "
