@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,10 @@ from rich.table import Table
 from chaos.events import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sidebyside import alternate, columns, spread  # noqa: E402,F401 (spread: the tests read it here)
+
 WORKLOADS = ("ddp", "fsdp", "hf_trainer", "lightning_ddp", "accelerate_loop", "stateful_loader")
 
 
@@ -68,10 +71,6 @@ def trial(workload: str, paused: bool, steps: int) -> tuple[float, float]:
         return cpu, first - launched
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=5)
@@ -83,17 +82,8 @@ def main() -> int:
     for col in ("workload", "CPU-s paused", "CPU-s on", "ratio", "1st step s paused", "1st step s on", "ratio"):
         table.add_column(col, justify="left" if col == "workload" else "right")
     for workload in a.workloads:
-        cpu: dict[bool, list[float]] = {True: [], False: []}
-        first: dict[bool, list[float]] = {True: [], False: []}
-        for i in range(a.trials):
-            for paused in ((True, False) if i % 2 == 0 else (False, True)):
-                c, f = trial(workload, paused, a.steps)
-                cpu[paused].append(c)
-                first[paused].append(f)
-        table.add_row(workload, spread(cpu[True]), spread(cpu[False]),
-                      f"{statistics.median(cpu[True]) / statistics.median(cpu[False]):.2f}",
-                      spread(first[True]), spread(first[False]),
-                      f"{statistics.median(first[True]) / statistics.median(first[False]):.2f}")
+        runs = alternate(a.trials, lambda paused: trial(workload, paused, a.steps))
+        table.add_row(workload, *columns(runs))
         console.print(f"{workload}: done", style="dim")
     console.print(table)
     return 0

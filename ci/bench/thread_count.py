@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,10 @@ from rich.console import Console
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sidebyside import alternate, columns  # noqa: E402
+
 EXPERIMENTS = ("hf-trainer-world-size-change", "lightning-world-size-change-reshard", "kill-node-elastic")
 
 
@@ -59,10 +62,6 @@ def run(name: str, one_thread: bool, cache: Path, runs: Path) -> tuple[float, fl
     return cpu, wall
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=3)
@@ -76,21 +75,12 @@ def main() -> int:
     for col in ("experiment", "CPU-s 1 thread", "CPU-s default", "ratio", "wall s 1 thread", "wall s default", "ratio"):
         table.add_column(col, justify="left" if col == "experiment" else "right", no_wrap=col == "experiment")
     with tempfile.TemporaryDirectory() as tmp:
-        cache, runs = Path(tmp) / "cache", Path(tmp) / "runs"
+        cache, runs_dir = Path(tmp) / "cache", Path(tmp) / "runs"
         for name in a.experiments:
             for one in (True, False):
-                run(name, one, cache, runs)  # warms the golden for this setting; not timed
-            cpu: dict[bool, list[float]] = {True: [], False: []}
-            wall: dict[bool, list[float]] = {True: [], False: []}
-            for i in range(a.trials):
-                for one in ((True, False) if i % 2 == 0 else (False, True)):
-                    c, w = run(name, one, cache, runs)
-                    cpu[one].append(c)
-                    wall[one].append(w)
-            table.add_row(name, spread(cpu[True]), spread(cpu[False]),
-                          f"{statistics.median(cpu[True]) / statistics.median(cpu[False]):.2f}",
-                          spread(wall[True]), spread(wall[False]),
-                          f"{statistics.median(wall[True]) / statistics.median(wall[False]):.2f}")
+                run(name, one, cache, runs_dir)  # warms the golden for this setting; not timed
+            runs = alternate(a.trials, lambda one: run(name, one, cache, runs_dir))
+            table.add_row(name, *columns(runs, digits=1))
             console.print(f"{name}: done", style="dim")
     console.print(table)
     return 0
