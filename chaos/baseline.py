@@ -6,6 +6,13 @@ fault, checkpoint save seconds and bytes, wall time); a later run's median regre
 exceeds the baseline's median by more than the largest of a relative margin, an absolute floor and
 the spread the baseline itself showed, so a noisy 2-core runner does not fail a pull request on
 jitter. Every figure here is "lower is better".
+
+Only what the stack did is gated: ``lost_steps`` counts the steps lost beyond the newest checkpoint
+that was durable when the fault acted (0 for a correct stack, wherever the fault landed). Where the
+fault landed (``landed_step``, ``steps_since_ckpt``) depends on the trigger's timing and is reported
+in journal.json, never gated. An experiment the baseline has no entry for fails the gate unless the
+caller accepts new experiments (``chaos run --allow-new``): a renamed experiment must not silently
+stop being gated.
 """
 
 from __future__ import annotations
@@ -20,8 +27,13 @@ from chaos.errors import UsageError
 
 VERSION = 1
 RECOVERY = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps", "requeue_s")
-ABS_FLOOR = {"s": 1.0, "lost_steps": 2.0, "save_s": 0.25, "bytes": 0.0}
-"""Differences below these are never a regression: scheduling jitter and fsync stalls on a shared runner, one checkpoint interval."""
+ABS_FLOOR = {"s": 1.0, "lost_steps": 1.0, "save_s": 0.25, "bytes": 0.0}
+"""Differences below these are never a regression: scheduling jitter and fsync stalls on a shared runner; for
+lost_steps, one step (a correct stack loses none whatever the fault's timing, so a resume from an older
+checkpoint than the newest durable one, two or more steps back, is caught)."""
+MEANING = {"lost_steps": "beyond_durable_checkpoint"}
+"""What a baseline's figures mean, where that changed: a baseline without this key was saved when lost_steps
+counted every step run again after the fault (the fault's timing included)."""
 REL_MARGIN = 0.25
 """A median may grow by this fraction of the baseline's before it counts."""
 
@@ -82,7 +94,7 @@ def build_baseline(journals: list[dict[str, Any]]) -> dict[str, Any]:
             entry["figures"].setdefault(name, []).append(value)
     if not experiments:
         raise UsageError("none of those runs passed: a baseline is made from passing runs only")
-    return {"version": VERSION, "experiments": experiments}
+    return {"version": VERSION, "meaning": dict(MEANING), "experiments": experiments}
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
@@ -129,6 +141,13 @@ class Comparison:
     changes: list[FigureChange] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     """Baseline figures this run did not produce (a fault that no longer fired, a recovery that never came)."""
+    stale: list[str] = field(default_factory=list)
+    """Figures of a baseline saved before their meaning changed that this run could not produce (the old
+    lost_steps of a workload that reports no ckpt_commit): not compared, not a failure; re-save the baseline."""
+    absent: bool = False
+    """The baseline has no entry for this experiment: none of its figures were gated."""
+    allow_new: bool = False
+    """An absent experiment is accepted (``--allow-new``) instead of failing the gate."""
 
     @property
     def regressions(self) -> list[FigureChange]:
@@ -136,8 +155,17 @@ class Comparison:
 
     @property
     def failed(self) -> bool:
-        """A figure regressed, or one the baseline has was not produced: either fails the gate."""
-        return bool(self.regressions or self.missing)
+        """A figure regressed, one the baseline has was not produced, or the experiment is not in the
+        baseline at all (unless new experiments are allowed): each fails the gate."""
+        return bool(self.regressions or self.missing or (self.absent and not self.allow_new))
+
+    def absent_message(self, baseline_path: str = "FILE") -> str:
+        """Why an experiment absent from the baseline was not gated, and the ways out."""
+        verdict = "accepted (--allow-new)" if self.allow_new else "this fails the gate"
+        return (f"no baseline for {self.experiment} in {baseline_path}: its figures were not gated; {verdict}. "
+                f"Add it with 'chaos baseline save RUNS... -o {baseline_path}' (passing runs of {self.experiment}, "
+                f"with the experiments already in it), or pass --allow-new to accept experiments absent from the "
+                f"baseline")
 
 
 def by_experiment(journals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
@@ -166,12 +194,18 @@ def bound_for(figure: str, base_values: list[float], rel: float = REL_MARGIN) ->
     return base + max(rel * abs(base), _floor(figure), spread)
 
 
+def absent(experiment: str, allow_new: bool = False) -> Comparison:
+    """The verdict for an experiment the baseline has no entry for: nothing compared, a failure unless allowed."""
+    return Comparison(experiment, [], absent=True, allow_new=allow_new)
+
+
 def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str, Any],
             rel: float = REL_MARGIN) -> Comparison | None:
-    """This experiment's runs against its baseline entry (None when the baseline has none)."""
+    """This experiment's runs against its baseline entry (None when the baseline has none: see ``absent``)."""
     entry = baseline["experiments"].get(experiment)
     if entry is None:
         return None
+    old_meaning = {name for name, meaning in MEANING.items() if (baseline.get("meaning") or {}).get(name) != meaning}
     now: dict[str, list[float]] = {}
     for j in journals:
         for name, value in figures_of(j).items():
@@ -180,7 +214,9 @@ def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str,
     for figure, base_values in sorted(entry["figures"].items()):
         values = now.get(figure)
         if not values:
-            out.missing.append(figure)
+            # A figure whose meaning changed since the baseline was saved may not exist any more for this
+            # workload (lost_steps without ckpt_commit): that is the baseline's age, not a regression.
+            (out.stale if figure.rsplit(".", 1)[-1] in old_meaning else out.missing).append(figure)
             continue
         out.changes.append(FigureChange(figure, statistics.median(values), statistics.median(base_values),
                                         bound_for(figure, base_values, rel), len(values), len(base_values)))
@@ -191,14 +227,26 @@ def markdown_summary(comparisons: list[Comparison]) -> str:
     """A table that fits a pull-request comment: each figure, now vs baseline, and the verdict."""
     lines = ["| experiment | figure | now | baseline | change | verdict |", "|---|---|---|---|---|---|"]
     for c in comparisons:
+        if c.absent:
+            verdict = "not gated (--allow-new)" if c.allow_new else "**NOT IN BASELINE**"
+            lines.append(f"| {c.experiment} | - | - | - | - | {verdict} |")
         for ch in c.changes:
             verdict = "**REGRESSED**" if ch.regressed else "ok"
             lines.append(f"| {c.experiment} | {ch.figure} | {_fmt(ch.now)} | {_fmt(ch.base)} | {ch.change} | {verdict} |")
         for figure in c.missing:
             lines.append(f"| {c.experiment} | {figure} | - | - | - | **MISSING** |")
+        for figure in c.stale:
+            lines.append(f"| {c.experiment} | {figure} | - | - | - | not compared (baseline predates the "
+                         f"figure's meaning; re-save it) |")
     regressed = sum(len(c.regressions) + len(c.missing) for c in comparisons)
-    head = (f"**{regressed} figure(s) regressed or missing** against the baseline" if regressed
-            else "No figure regressed against the baseline")
+    unbased = [c.experiment for c in comparisons if c.absent and not c.allow_new]
+    if regressed:
+        head = f"**{regressed} figure(s) regressed or missing** against the baseline"
+    else:
+        head = "No figure regressed against the baseline"
+    if unbased:
+        head += (f"; **{len(unbased)} experiment(s) not in the baseline** ({', '.join(unbased)}): add them with "
+                 f"`chaos baseline save` or pass `--allow-new`")
     return head + "\n\n" + "\n".join(lines) + "\n"
 
 

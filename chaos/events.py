@@ -67,7 +67,13 @@ class EventTail:
             except json.JSONDecodeError:
                 self.bad_lines.append(f"{path.name}: not JSON: {text}")
                 continue
-            if not isinstance(data, dict) or "ev" not in data:
+            # The harness's own log: a line of another shape is no record. A workload's file: every line
+            # counts, and one without its kind (say, "event" for "ev") is a protocol break, never dropped.
+            if not isinstance(data, dict):
+                if self.validate:
+                    self.bad_lines.append(f"{path.name}: not a JSON object: {text}")
+                continue
+            if "ev" not in data and not self.validate:
                 continue
             try:
                 yield parse(data) if self.validate else record(data)
@@ -205,6 +211,31 @@ class History:
             if until is None or r.get("t", 0.0) <= until
         ]
         return max(steps, default=0)
+
+    def attempt_ranks(self) -> dict[str, set[Any]]:
+        """The ranks each attempt had: ``range(world_size)`` where its workload records carry one (every
+        SDK record does), else every rank it was seen with, in its own records and the harness's worker
+        spawns. What a check expects to hear from: a rank that reported nothing is still a rank."""
+        sizes: dict[str, int] = {}
+        seen: dict[str, set[Any]] = {}
+        for r in self.records:
+            attempt = r.get("attempt")
+            if attempt is None or r.get("rank") is None or r.source == "output":
+                continue
+            seen.setdefault(str(attempt), set()).add(r.get("rank"))
+            size = r.get("world_size")
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0 and r.source != "harness":
+                sizes[str(attempt)] = max(size, sizes.get(str(attempt), 0))
+        return {a: set(range(sizes[a])) if a in sizes else ranks for a, ranks in seen.items()}
+
+    def end_step(self, attempt: str) -> int:
+        """The step ``attempt`` ended at: its highest step, or, when it ran none, the step it loaded
+        (a job restarted right after committing its last step loads it and has nothing left to train)."""
+        own = self.max_step(attempt=attempt)
+        if own:
+            return own
+        return max((r["step"] for r in self.of("ckpt_load", attempt=attempt) if isinstance(r.get("step"), int)),
+                   default=0)
 
     def dataset_size(self) -> int | None:
         for r in self.of("start"):

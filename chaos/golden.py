@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -13,10 +14,14 @@ from filelock import FileLock
 from chaos.errors import HarnessError
 from chaos.experiment import Experiment
 from chaos.lineage import LineageError, rebuild_lineage
+from chaos.records import attempt_key
+from chaos.sdk import DIGEST_VERSION
 
 SUMMARY_VERSION = 2
 """Part of the cache file's name: a summary cached before the shape last changed (v2 added the
-per-epoch sample order) is not read, the golden run is redone once instead."""
+per-epoch sample order) is not read, the golden run is redone once instead. A cached summary is
+read only if its ``digest_version`` is the SDK's ``DIGEST_VERSION`` too (a change of the digest
+scheme changes every digest of the same state): one without it, or with another, is run again."""
 
 
 def cache_dir() -> Path:
@@ -31,13 +36,32 @@ def summarize_finals(history: Any) -> dict[str, Any]:
     attempt = history.final_attempt()
     per_rank = {str(r.get("rank")): {"digest": r.get("digest"), "step": r.get("step")}
                 for r in finals if str(r.get("attempt")) == attempt}
-    steps = history.of("step", attempt=attempt)
-    last_step = max((int(r["step"]) for r in steps), default=0)
-    losses = [float(r["loss"]) for r in steps if r.get("step") == last_step and "loss" in r]
+    last_step = history.end_step(attempt) if attempt is not None else 0
+    # The last step's losses: the final attempt's own, or (when it only loaded its last checkpoint and
+    # trained nothing) those of the latest attempt that ran that step.
+    at_last = [r for r in history.of("step") if r.get("step") == last_step and r.source != "output"]
+    latest = max((str(r.get("attempt")) for r in at_last), key=attempt_key, default=None)
+    at_last = [r for r in at_last if str(r.get("attempt")) == latest]
+    final_loss, problem = _loss_at(at_last, last_step)
     # The world size the job ended with: the final attempt's, not the largest any attempt had.
     world = max((int(r.get("world_size", 1)) for r in finals if str(r.get("attempt")) == attempt), default=0)
-    return {"ranks": per_rank, "world_size": world, "final_step": last_step,
-            "final_loss": sum(losses) / len(losses) if losses else None}
+    return {"ranks": per_rank, "world_size": world, "final_step": last_step, "final_loss": final_loss,
+            "final_loss_problem": problem}
+
+
+def _loss_at(steps: list[Any], step: int) -> tuple[float | None, str | None]:
+    """The mean loss of a step's records, and what is wrong with it: a non-finite or non-numeric value
+    (a diverged run; a NaN a strict encoder wrote as null) is named, never averaged or compared.
+    A step that reports no loss at all has none (None, None)."""
+    reported = [(r.get("rank"), r.get("loss")) for r in steps if "loss" in r]
+    bad = [(rank, loss) for rank, loss in reported
+           if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss)]
+    if bad:
+        listing = ", ".join(f"rank {rank}: {'null' if loss is None else repr(loss)}" for rank, loss in bad[:4])
+        return None, f"the loss of step {step} is not a finite number ({listing})"
+    if not reported:
+        return None, None
+    return sum(float(loss) for _, loss in reported) / len(reported), None
 
 
 def summarize_golden(history: Any) -> dict[str, Any]:
@@ -91,9 +115,14 @@ class Golden:
         with FileLock(str(path) + ".lock", timeout=self.experiment.timeout_s * 2):
             if path.exists():
                 try:
-                    return json.loads(path.read_text())
+                    cached = json.loads(path.read_text())
                 except json.JSONDecodeError:
-                    path.unlink()
+                    cached = None
+                # A golden whose digests were taken under another digest scheme (chaos.sdk.digest_state)
+                # would fail every correct run's digest comparison: it is run again instead.
+                if isinstance(cached, dict) and cached.get("digest_version") == DIGEST_VERSION:
+                    return cached
+                path.unlink()
             summary = self._run()
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(summary, indent=1))
@@ -124,4 +153,5 @@ class Golden:
         summary = summarize_golden(o.history)
         summary["run_dir"] = str(report.run_dir)
         summary["config_hash"] = self.experiment.workload_hash()
+        summary["digest_version"] = DIGEST_VERSION
         return summary

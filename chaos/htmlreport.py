@@ -14,6 +14,7 @@ from typing import Any
 
 from chaos.events import History
 from chaos.goodput import CAUSES, HOW
+from chaos.recovery import describe_landing
 from chaos.report import recovery_columns
 from chaos.timeline import plot_timeline
 
@@ -141,6 +142,9 @@ def render_html(journal: dict[str, Any], run_dir: Path) -> str:
                          f"{rate['ratio']:.0%} of {rate['before']:.1f}/s" if rate else "-"])
         parts.append(_table(["fault", "kind", "status", *cols, "step rate while it acted"], rows,
                             numeric=set(range(3, 4 + len(cols)))))
+        landings = [text for f in journal["faults"] if (text := describe_landing(f["label"], f.get("recovery") or {}))]
+        if landings:
+            parts.append('<ul id="landings">' + "".join(f"<li>{escape(t)}</li>" for t in landings) + "</ul>")
 
     if g and not g.get("problems"):
         picture = badput_picture(g)

@@ -3,7 +3,8 @@
 Every line the ranks write and every record the harness logs becomes one ``Record`` when it is read.
 A workload line that breaks the event protocol is a named ``ProtocolError`` then, never a default
 later: a ``step`` without an integer step number would otherwise count as step 0 and quietly change
-a verdict. A record cannot be changed after it is read. No check can alter what another check or a
+a verdict. So is a workload line without ``ev``, or one that claims what only the harness writes (a
+kind of ``HARNESS_KINDS``, ``source: harness``): a rank's own file cannot vouch for itself. A record cannot be changed after it is read. No check can alter what another check or a
 trigger reads; the one correction the harness makes (an attempt relabelled to its round of workers,
 ``History.align_attempts``) makes a new record that keeps the reported attempt beside it.
 
@@ -32,16 +33,43 @@ PROTOCOL: dict[str, dict[str, tuple[type, ...]]] = {
 }
 COMMON: dict[str, tuple[type, ...]] = {"t": _NUMBER, "attempt": (str,), "rank": (int,)}
 
+HARNESS_KINDS = frozenset({
+    # Kinds only the harness writes, to harness.jsonl (chaos.context.HarnessLog and the witness): the
+    # checks take them as the harness's own evidence, so a workload line of one of these kinds would
+    # vouch for itself. tests/unit/test_records.py keeps this list equal to what chaos/ logs.
+    "launch", "exit", "timeout", "stuck", "stalled", "harness_error", "live_view_error", "gameday_stop",
+    "fault_inject", "fault_revert", "fault_error", "worker_spawn", "worker_exit", "stray_processes",
+    "ckpt_verify", "witness_incomplete", "cmd", "capability", "ckpt_mount", "xid_write", "straggler_cycles",
+    "nodes", "node_launch", "docker_image", "slurm_submit", "slurm_job", "slurm_step", "slurm_requeue",
+    "slurm_drain", "slurm_drain_failed", "slurm_cluster_up", "slurm_cluster_down", "slurm_daemon",
+})
+RESERVED_SOURCES = frozenset({"harness", "output"})
+"""``source`` values only the harness sets: its own records, and steps it read from the workload's output."""
+RESERVED_FIELDS = frozenset({"attempt_reported"})
+"""Fields only the harness sets on a workload's record (``Record.relabeled``)."""
+
 
 class ProtocolError(ValueError):
     """A workload record that breaks the event protocol; the message names the field and what was wrong."""
 
 
 def record_problem(data: Mapping[str, Any]) -> str | None:
-    """Why a workload record breaks the event protocol (a missing or mistyped field), or None."""
+    """Why a workload record breaks the event protocol (a missing or mistyped field, a kind or field
+    only the harness may write), or None. For the workload's own event files: harness.jsonl is the
+    harness's, and is read without it."""
     ev = data.get("ev")
     if not isinstance(ev, str):
-        return "no 'ev' name"
+        if "ev" not in data and "event" in data:
+            return "no 'ev' name (the line says 'event': the protocol names a record's kind 'ev')"
+        return "no 'ev' name" if "ev" not in data else f"'ev' must be str, got {data['ev']!r}"[:80]
+    if ev in HARNESS_KINDS:
+        return (f"{ev} event: a kind only the harness writes (to harness.jsonl); a workload line cannot "
+                f"carry it")
+    if data.get("source") in RESERVED_SOURCES:
+        return (f"{ev} event: 'source' {data['source']!r} is reserved to records the harness writes itself; "
+                f"a workload line cannot claim it")
+    for name in RESERVED_FIELDS & data.keys():
+        return f"{ev} event: '{name}' is a field only the harness sets; a workload line cannot carry it"
     required = {**COMMON, **PROTOCOL.get(ev, {})}
     for name, types in required.items():
         value = data.get(name)

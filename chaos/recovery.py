@@ -1,5 +1,10 @@
 """Recovery figures per injected fault: detect_s, restart_s, resume_s, regain_s and lost_steps (DESIGN.md).
 
+lost_steps is what the stack lost beyond the newest checkpoint that was durable when the fault
+acted (0 for a stack that resumes from it, wherever the fault landed); steps_since_ckpt, how far
+past that checkpoint the fault landed, and landed_step, the ranks' step at that moment beside the
+step an ``at_step`` trigger asked for, describe the fault's timing and are reported, not gated.
+
 Each figure is computed from what the history shows, and says where it came from: a workload that
 speaks the event protocol is seen from inside (``start``, ``step``, ``ckpt_load``); one that does
 not is seen from outside (worker spawns and exits the harness watched, steps matched by
@@ -8,6 +13,7 @@ not is seen from outside (worker spawns and exits the harness watched, steps mat
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from chaos.events import History, Record
@@ -16,6 +22,9 @@ from chaos.outcome import FaultRecord
 # Workload events that show the job reacted to a fault on its own (as opposed to dying of it).
 REACTION_EVENTS = ("health", "ckpt_error", "ckpt_reject")
 FIGURES = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps")
+LANDING = ("landed_step", "trigger_step", "durable_step", "steps_since_ckpt")
+"""Where the fault landed, reported beside the figures and never gated: the ranks' highest step when it
+acted, the step its ``at_step`` trigger asked for, the newest durable checkpoint then, and the steps between."""
 SLURM_FIGURES = ("requeue_s", "requeue_share")
 """Only on the slurm target: fault -> the job RUNNING again after Slurm requeued it, and that time's share of resume_s."""
 
@@ -83,7 +92,8 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
                           history.relabel)
     before, seen_by = _attempt_at(history, t0)
     figures: dict[str, Any] = {k: None for k in FIGURES}
-    figures.update(attempt_before=before, attempt_after=None, resumed_from_step=None, evidence={})
+    figures.update(attempt_before=before, attempt_after=None, resumed_from_step=None, evidence={},
+                   **{k: None for k in LANDING})
     if before is None:
         figures["unjudgeable"] = ("the fault fired before any rank of the job had started, so there was no "
                                   "running job to recover; trigger it later (at_step, on_event: start)")
@@ -91,6 +101,7 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     pre_max = history.max_step(until=t0)
     figures["pre_fault_max_step"] = pre_max
     evidence: dict[str, str] = figures["evidence"]
+    _landing(history, fault, before, t0, figures)
     if seen_by == "worker_spawn":
         evidence["attempt_before"] = "worker spawn seen by the harness (the workload sent no start)"
 
@@ -114,26 +125,117 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     figures["restart_s"] = _delta(restart["t"], t0)
     evidence["restart_s"] = _describe(restart)
     steps = [r for r in later if r.get("ev") == "step" and str(r.get("attempt")) == after]
+    done = None if steps else _nothing_left(later, after)
     if steps:
         figures["resume_s"] = _delta(steps[0]["t"], t0)
         evidence["resume_s"] = _describe(steps[0])
+    elif done is not None:
+        figures["resume_s"] = _delta(done["t"], t0)
+        evidence["resume_s"] = (f"{_describe(done)}: the last step's checkpoint, so attempt {after} had no step left "
+                                f"to train and wrote its final")
     regain = next((r for r in later if r.get("ev") == "step" and str(r.get("attempt")) != before
                    and int(r.get("step", 0)) >= pre_max), None)
+    if regain is None and done is not None and int(done.get("step") or 0) >= pre_max:
+        regain = done
     if regain is not None:
         figures["regain_s"] = _delta(regain["t"], t0)
         evidence["regain_s"] = _describe(regain)
     loads = [int(r.get("step") or 0) for r in later if r.get("ev") == "ckpt_load" and str(r.get("attempt")) == after]
+    how = ""
     if loads:
         figures["resumed_from_step"] = min(loads)
-        evidence["lost_steps"] = "ckpt_load of the next attempt"
+        how = "ckpt_load of the next attempt"
     elif steps:
         # No ckpt_load: the step before the first one the next attempt ran is where it resumed.
         figures["resumed_from_step"] = max(0, min(int(r["step"]) for r in steps) - 1)
-        evidence["lost_steps"] = f"inferred from the first step of attempt {after} (no ckpt_load)"
-    if figures["resumed_from_step"] is not None:
-        figures["lost_steps"] = max(0, pre_max - figures["resumed_from_step"])
+        how = f"inferred from the first step of attempt {after} (no ckpt_load)"
+    resumed = figures["resumed_from_step"]
+    if resumed is not None:
+        durable = figures["durable_step"]
+        if durable is None:
+            evidence["lost_steps"] = f"unknown: {evidence['durable_step']}; resumed from step {resumed} ({how})"
+        else:
+            # A resume from the newest durable checkpoint (or a newer one, saved after the fault) loses nothing.
+            figures["lost_steps"] = max(0, durable - resumed)
+            evidence["lost_steps"] = (f"resumed from step {resumed} ({how}); newest durable checkpoint at the "
+                                      f"fault: step {durable}")
     _slurm_requeue(history, t0, figures)
     return figures
+
+
+def _nothing_left(later: list[Record], attempt: str) -> Record | None:
+    """The ``ckpt_load`` of an attempt that ran no step because it loaded the last one (restarted right
+    after committing it): its ``final`` names the loaded step. None for any other attempt without steps."""
+    loads = [r for r in later if r.get("ev") == "ckpt_load" and str(r.get("attempt")) == attempt]
+    finals = [r for r in later if r.get("ev") == "final" and str(r.get("attempt")) == attempt]
+    if not loads or not finals:
+        return None
+    last = max(loads, key=lambda r: r.get("t", 0.0))
+    step = last.get("step")
+    if not isinstance(step, int) or step <= 0 or any(f.get("step") != step for f in finals):
+        return None
+    return last
+
+
+_AT_STEP = re.compile(r"at_step (\d+)")
+
+
+def _landing(history: History, fault: FaultRecord, attempt: str, t0: float, figures: dict[str, Any]) -> None:
+    """Where the fault landed: the running attempt's highest step at ``t0`` (None before its first step),
+    the step an ``at_step`` trigger asked for, and the newest durable checkpoint then (``_durable_step``)."""
+    steps = [int(r["step"]) for r in history.of("step", attempt=attempt) if r.get("t", 0.0) <= t0]
+    landed = max(steps) if steps else None
+    asked = _AT_STEP.fullmatch(str(fault.details.get("trigger") or ""))
+    durable, why = _durable_step(history, t0)
+    figures.update(landed_step=landed, trigger_step=int(asked.group(1)) if asked else None, durable_step=durable,
+                   steps_since_ckpt=None if landed is None or durable is None else max(0, landed - durable))
+    figures["evidence"]["durable_step"] = why
+
+
+def _durable_step(history: History, t0: float) -> tuple[int | None, str]:
+    """The step of the newest checkpoint durable when the fault acted, and why: the newest step with a
+    ``ckpt_commit`` before ``t0`` from every rank of its attempt that commits (a save only some ranks had
+    committed when the fault struck is not whole); 0 for a workload that speaks the protocol and had
+    committed nothing yet; None when the run has no ``ckpt_commit`` at all (a workload seen from outside,
+    or one that does not report its saves): which checkpoint was durable is then unknown, not guessed."""
+    if not history.of("ckpt_commit"):
+        return None, ("the run reported no ckpt_commit, so which checkpoint was durable at the fault is unknown "
+                      "(report saves with chaos.sdk's ckpt_commit or a chaos.integrations callback)")
+    commits = [r for r in history.of("ckpt_commit") if r.get("t", 0.0) <= t0 and isinstance(r.get("step"), int)]
+    if not commits:
+        return 0, "no ckpt_commit before the fault: a fresh start was the newest durable state"
+    ranks: dict[str, set[Any]] = {}
+    by_step: dict[tuple[str, int], set[Any]] = {}
+    for r in commits:
+        attempt = str(r.get("attempt"))
+        ranks.setdefault(attempt, set()).add(r.get("rank"))
+        by_step.setdefault((attempt, r["step"]), set()).add(r.get("rank"))
+    whole = [(step, attempt) for (attempt, step), who in by_step.items() if who >= ranks[attempt]]
+    step, attempt = max(whole, default=(0, ""))
+    why = f"ckpt_commit of step {step} in attempt {attempt}" if attempt else "no whole ckpt_commit before the fault"
+    torn = sorted(s for (a, s), who in by_step.items() if s > step and not who >= ranks[a])
+    if torn:
+        why += f"; step {torn[-1]} was committed by only some ranks when the fault acted"
+    return step, why
+
+
+def describe_landing(label: str, recovery: dict[str, Any]) -> str | None:
+    """One line for people: ``kill-rank#0 landed at step 19 (trigger asked 17, 2 later); 4 step(s) past the
+    newest durable checkpoint (step 15)``. None for a fault with no landing figures (not injected, or a
+    journal written before they existed)."""
+    if "landed_step" not in recovery or recovery.get("attempt_before") is None:
+        return None
+    landed, asked = recovery.get("landed_step"), recovery.get("trigger_step")
+    text = f"{label} landed at step {landed}" if landed is not None else f"{label} landed before its attempt's first step"
+    if asked is not None:
+        off = "" if landed is None or landed == asked else f", {abs(landed - asked)} {'later' if landed > asked else 'earlier'}"
+        text += f" (trigger asked {asked}{off})"
+    durable, since = recovery.get("durable_step"), recovery.get("steps_since_ckpt")
+    if since is not None:
+        text += f"; {since} step(s) past the newest durable checkpoint (step {durable})"
+    elif durable is None:
+        text += "; newest durable checkpoint unknown (no ckpt_commit reported)"
+    return text
 
 
 RATE_WINDOW_S = 10.0

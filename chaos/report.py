@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from chaos.recovery import FIGURES, SLURM_FIGURES
+from chaos.recovery import FIGURES, SLURM_FIGURES, describe_landing
 
 if TYPE_CHECKING:
     from chaos.outcome import RunReport
@@ -86,6 +86,10 @@ def print_report(report: "RunReport", console: Console | None = None) -> None:
             for label, target, values in rows:
                 console.print(f"{escape(label)}  [dim]{escape(target)}[/]")
                 console.print("  " + "  ".join(f"{k} {v}" for k, v in zip(cols, values)))
+        for f in o.faults:  # where each fault really landed: the trigger's jitter, beside the figures
+            landing = describe_landing(f.label, f.recovery) if f.injected else None
+            if landing:
+                console.print(f"[dim]{escape(landing)}[/]")
     for line, line_style in check_lines(report):
         word, rest = line.split(" ", 1)
         console.print(f"  [{line_style}]{word}[/] {escape(rest)}")

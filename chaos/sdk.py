@@ -8,7 +8,7 @@ process group exists, so a first attempt that hangs in init can be named (``join
     from chaos import sdk
     sdk.start(dataset_size=len(ds), device="cpu")
     sdk.step(step, epoch=epoch, samples=indices, loss=loss.item())
-    sdk.final(step, digest=sdk.digest_state(model.state_dict(), optim.state_dict()))
+    sdk.final(step, digest=sdk.digest_state(model, optim))  # or their state_dict()s
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import hashlib
 import json
 import os
 import socket
+import struct
+import sys
 import threading
 import time
 from typing import Any, Iterable
@@ -177,45 +179,167 @@ def final(step: int, digest: str, **extra: Any) -> None:
     emit("final", step=step, digest=digest, **extra)
 
 
-def digest_state(*states: Any) -> str:
-    """A stable digest of nested state dicts (tensors by their bytes), for the ``final`` event.
+DIGEST_VERSION = 2
+"""The digest scheme: a golden run cached under another scheme is not compared with this one's
+digests (chaos.golden reruns it). 2: bytes of every value with a type tag; objects refused, not repr()'d."""
 
-    Bit-exact: two runs that end in the same model and optimizer state get the same digest.
+
+def digest_state(*states: Any) -> str:
+    """A stable digest of model and optimizer state, for the ``final`` event.
+
+    Bit-exact: two runs that end in the same model and optimizer state get the same digest, and two
+    that differ in any value get different ones. Accepted, nested as deep as needed: torch tensors
+    (their bytes, dtype and shape), numpy arrays, ``torch.nn.Module``, ``torch.optim.Optimizer`` and
+    anything else with a ``state_dict()`` (digested as its state dict, so ``digest_state(model, opt)``
+    equals ``digest_state(model.state_dict(), opt.state_dict())``), dicts (in a fixed key order),
+    lists and tuples, and plain ``None``/bool/int/float/complex/str/bytes values. Anything else is
+    a ``TypeError``: hashing an object's ``repr()`` would give the same digest for different weights.
     """
     h = hashlib.sha256()
-    for state in states:
-        _feed(h, state)
+    for i, state in enumerate(states):
+        try:
+            _feed(h.update, state)
+        except _Unhashable as exc:
+            raise TypeError(exc.message(f"argument {i}")) from None
     return h.hexdigest()
 
 
-def _feed(h: "hashlib._Hash", obj: Any) -> None:
-    if isinstance(obj, dict):
-        h.update(b"{")
-        for key in sorted(obj, key=str):
-            h.update(str(key).encode())
-            h.update(b":")
-            _feed(h, obj[key])
-        h.update(b"}")
+def _feed(out: Any, obj: Any) -> None:
+    """Write ``obj``'s bytes to ``out``: each value type-tagged and length-framed, so no two values
+    of different types or contents write the same bytes."""
+    if obj is None:
+        out(b"N")
+    elif obj is True or obj is False:
+        out(b"B1" if obj else b"B0")
+    elif isinstance(obj, int):
+        out(b"I%d;" % int(obj))
+    elif isinstance(obj, float):
+        out(b"F" + struct.pack(">d", obj))  # the exact bits: -0.0 and 0.0, every NaN payload, differ
+    elif isinstance(obj, complex):
+        out(b"C" + struct.pack(">dd", obj.real, obj.imag))
+    elif isinstance(obj, str):
+        data = obj.encode("utf-8", "surrogatepass")
+        out(b"S%d:" % len(data) + data)
+    elif isinstance(obj, (bytes, bytearray, memoryview)):
+        data = bytes(obj)
+        out(b"Y%d:" % len(data) + data)
+    elif isinstance(obj, dict):
+        # Keys in the order of their own encoding: deterministic for any mix of key types, and
+        # {1: x} and {"1": x} differ.
+        items = sorted(((_encode(key), value) for key, value in obj.items()), key=lambda kv: kv[0])
+        out(b"{%d:" % len(items))
+        for key, value in items:
+            out(key)
+            try:
+                _feed(out, value)
+            except _Unhashable as exc:
+                exc.path.insert(0, _show_key(key))
+                raise
+        out(b"}")
     elif isinstance(obj, (list, tuple)):
-        h.update(b"[")
-        for item in obj:
-            _feed(h, item)
-        h.update(b"]")
-    elif hasattr(obj, "detach") and hasattr(obj, "dtype"):  # a torch tensor, without importing torch
-        tensor = obj.detach()
-        if hasattr(tensor, "full_tensor"):  # a DTensor: digest the logical tensor
-            tensor = tensor.full_tensor()
-        tensor = tensor.cpu().contiguous()
-        h.update(f"T{tensor.dtype}{tuple(tensor.shape)}".encode())
-        h.update(tensor.view(-1).view(torch_uint8(tensor)).numpy().tobytes() if tensor.numel() else b"")
+        # A list and a tuple of the same values digest alike: a checkpoint format that turns Adam's
+        # betas tuple into a list must not make a correct resume differ from its golden run.
+        out(b"[%d:" % len(obj))
+        for i, item in enumerate(obj):
+            try:
+                _feed(out, item)
+            except _Unhashable as exc:
+                exc.path.insert(0, f"[{i}]")
+                raise
+        out(b"]")
+    elif _is_tensor(obj):
+        _feed_tensor(out, obj)
+    elif _is_numpy(obj):
+        _feed_array(out, obj)
+    elif _is_torch_value(obj):  # torch.dtype, torch.device: by their name
+        out(b"P" + _encode(str(obj)))
+    elif callable(getattr(obj, "state_dict", None)):  # nn.Module, Optimizer, LR scheduler, ...
+        state = obj.state_dict()
+        if state is obj or not isinstance(state, dict):
+            raise _Unhashable(obj, f"its state_dict() returned a {type(state).__name__}, not a dict")
+        _feed(out, state)
     else:
-        h.update(repr(obj).encode())
+        raise _Unhashable(obj)
 
 
-def torch_uint8(tensor: Any) -> Any:
-    import torch  # only reached with a tensor in hand, so torch is already imported
+def _encode(obj: Any) -> bytes:
+    parts: list[bytes] = []
+    _feed(parts.append, obj)
+    return b"".join(parts)
 
-    return torch.uint8
+
+class _Unhashable(TypeError):
+    """A value ``_feed`` cannot digest, and where it sits in the state (filled in on the way out)."""
+
+    def __init__(self, obj: Any, why: str = "") -> None:
+        super().__init__(why)
+        self.kind = type(obj)
+        self.why = why
+        self.path: list[str] = []
+
+    def message(self, argument: str) -> str:
+        kind = self.kind
+        name = kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+        where = f"{argument}{''.join(self.path)}"
+        why = f" ({self.why})" if self.why else ""
+        return (f"digest_state cannot hash a value of type {name} (at {where}){why}: its repr() does not show its "
+                f"values, so different states would get the same digest. Pass the model and optimizer objects, "
+                f"their state_dict(), or the tensors, numpy arrays and plain values (None, bool, int, float, str, "
+                f"bytes, in dicts, lists and tuples) that hold the state")
+
+
+def _show_key(encoded: bytes) -> str:
+    if encoded[:1] == b"S":
+        return f"[{encoded.split(b':', 1)[1].decode('utf-8', 'replace')!r}]"
+    if encoded[:1] == b"I":
+        return f"[{encoded[1:-1].decode()}]"
+    return "[...]"
+
+
+def _is_tensor(obj: Any) -> bool:
+    # torch is never imported here: an object can only be a tensor if torch already is.
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, getattr(torch, "Tensor", ()))
+
+
+def _is_numpy(obj: Any) -> bool:
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(obj, (getattr(np, "ndarray", ()), getattr(np, "generic", ())))
+
+
+def _is_torch_value(obj: Any) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, (getattr(torch, "dtype", ()), getattr(torch, "device", ())))
+
+
+def _feed_tensor(out: Any, tensor: Any) -> None:
+    import torch  # already imported: a tensor is in hand
+
+    tensor = tensor.detach()
+    if hasattr(tensor, "full_tensor"):  # a DTensor: digest the logical tensor
+        tensor = tensor.full_tensor()
+    if tensor.layout != torch.strided:  # sparse: its dense values
+        tensor = tensor.to_dense()
+    tensor = tensor.cpu().resolve_conj().resolve_neg().contiguous()
+    out(b"T" + _encode(str(tensor.dtype)) + _encode(tuple(tensor.shape)))
+    data = tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+    out(b"%d:" % len(data) + data)
+
+
+def _feed_array(out: Any, array: Any) -> None:
+    import numpy as np  # already imported: an array is in hand
+
+    array = np.asarray(array)
+    out(b"A" + _encode(array.dtype.str) + _encode(tuple(int(n) for n in array.shape)))
+    if array.dtype.hasobject:  # pointers, not values: digest each element
+        out(b"O")
+        for item in array.reshape(-1).tolist():
+            _feed(out, item)
+        return
+    if array.dtype.fields is not None or array.dtype.kind == "V":
+        out(_encode(str(array.dtype.descr)))
+    data = np.ascontiguousarray(array).tobytes()
+    out(b"%d:" % len(data) + data)
 
 
 # A torchrun worker (RANK set) launched by the harness says hello the moment it imports the SDK,

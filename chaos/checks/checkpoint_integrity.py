@@ -120,7 +120,8 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         failures += disk_failures
         verified = self._judge_commit_looks(commits, reports, looks, corruptions, failures, unproven, notes)
         tested = self._judge_corruptions(corruptions, commits, loads, rejects, _attempt_starts(h), failures, unproven)
-        self._judge_loads(loads, commits, h.of("ckpt_begin"), looks, corruptions, failures, notes)
+        self._judge_loads(loads, commits, h.of("ckpt_begin"), looks, corruptions, failures, notes,
+                          reports=reports, unproven=unproven, incomplete=h.of("witness_incomplete"))
         self._judge_lost_commits(commits, loads, corruptions, failures)
         self._judge_failed_saves(errors, commits, loads, failures)
 
@@ -253,7 +254,8 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
     # ---- 2. every load ------------------------------------------------------------------------
 
     def _judge_loads(self, loads: list[_Load], commits: list[Record], begins: list[Record], looks: list[Record],
-                     corruptions: list[_Corruption], failures: list[str], notes: list[str]) -> None:
+                     corruptions: list[_Corruption], failures: list[str], notes: list[str], *,
+                     reports: dict[str, Report], unproven: list[str], incomplete: list[Record]) -> None:
         for load in loads:
             if not load.step and not load.path:
                 continue
@@ -272,7 +274,18 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                     failures.append(f"{load.who} loaded {load.name} (step {load.step}), whose save began but no "
                                     f"ckpt_commit announced before the load, {_unproven_load(look)}")
                 continue
-            if look is None or look.get("ok") is not False:
+            if look is None or look.get("ok") is None:
+                # What was loaded was never seen whole: no look when the load was seen (the witness's
+                # child died or hit its time limit) and nothing on disk at the end to verify instead.
+                if load.path and load.step and load.key not in reports:
+                    why = _unproven_load(look)
+                    if incomplete and look is None:
+                        why += (f" (the witness stopped short: {incomplete[-1].get('answered')} of "
+                                f"{incomplete[-1].get('sent')} looks answered)")
+                    unproven.append(f"{load.who} loaded {load.name} (step {load.step}), which is gone from disk, "
+                                    f"{why}: whether it was intact when loaded is unknown")
+                continue
+            if look.get("ok") is not False:
                 continue
             race = next((c for c in corruptions if c.path == load.key and load.t <= c.t <= look["t"]), None)
             if race is not None:
@@ -305,6 +318,13 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 continue
             tested += 1
             for load in after:
+                if not load.path and load.step and step in (None, load.step):
+                    # The load names the corrupted checkpoint's step and no path: it may be that very
+                    # checkpoint, loaded without a rejection. Nothing tells it apart from a good copy.
+                    unproven.append(f"{load.who} loaded step {load.step} without naming a path after {c.label} "
+                                    f"corrupted {name}{'' if step is None else f' (step {step})'}, and rejected nothing: whether it loaded the "
+                                    f"corrupted checkpoint cannot be told; emit ckpt_load(step, path)")
+                    break
                 if load.key == c.path:
                     failures.append(f"deliberately corrupted checkpoint {name} ({c.label}: {c.mode}) "
                                     f"was loaded by {load.who} without being rejected")

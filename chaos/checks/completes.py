@@ -34,7 +34,7 @@ class Completes(Check, kind="completes"):
         # The step the job ended at is the final attempt's, not the highest any attempt reached: a
         # job that rolled back from step 60 to 40 and stopped there did not complete.
         final = h.final_attempt() or (attempts[-1] if attempts else None)
-        max_step = h.max_step(attempt=final) if final is not None else 0
+        max_step = h.end_step(final) if final is not None else 0
         figures = {"exit_code": outcome.exit_code, "restarts": restarts, "max_step": max_step,
                    "target_step": target, "wall_s": round(outcome.wall_s, 2), "attempts": attempts}
         if outcome.diagnostics:

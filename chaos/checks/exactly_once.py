@@ -46,7 +46,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
             return self.inconclusive(f"lineage cannot be proven: {exc}")
         except LineageError as exc:
             return self.failed(f"lineage cannot be rebuilt: {exc}")
-        acc = account_samples(lineage, size, self.config)
+        acc = account_samples(lineage, size, self.config, ranks=h.attempt_ranks())
         return self._judge(acc, lineage, self._golden_comparison(outcome, lineage, acc))
 
     def _golden_comparison(self, outcome: RunOutcome, lineage: Lineage, acc: Accounting) -> GoldenComparison | None:
@@ -113,13 +113,19 @@ class ExactlyOnce(Check, kind="exactly_once"):
         where = f"lineage {lineage.describe()}"
         if notes:
             where += f" ({'; '.join(notes)})"
-        untraced = (f"consumption cannot be traced at step(s) {_listed(acc.untraced)} (samples: []; a rank "
-                    f"consumes nothing only on the short last step of an epoch): emit the dataset indices "
-                    f"each rank consumed with step(..., samples=...)")
+        untraced = "; ".join(filter(None, [
+            acc.silent_ranks and (
+                f"rank(s) that reported no step: {_listed(acc.silent_ranks)}: what they consumed is unknown (a "
+                f"sampler that does not shard would feed them every index again); every rank emits its own "
+                f"step(..., samples=...)"),
+            acc.untraced and (
+                f"consumption cannot be traced at step(s) {_listed(acc.untraced)} (samples: []; a rank consumes "
+                f"nothing only on the short last step of an epoch): emit the dataset indices each rank consumed "
+                f"with step(..., samples=...)")]))
         if certain:
-            extra = f"; {untraced}" if acc.untraced else ""
+            extra = f"; {untraced}" if untraced else ""
             return self.failed(f"{'; '.join(certain + doubtful)}{extra}; {replayed}; {where}", **figures)
-        if acc.untraced:
+        if untraced:
             found = f"; unexplained so far: {'; '.join(doubtful)}" if doubtful else ""
             return self.inconclusive(f"{untraced}{found}; {where}", **figures)
         if doubtful:
@@ -131,8 +137,38 @@ class ExactlyOnce(Check, kind="exactly_once"):
                    if golden else "; no golden run's order was compared to confirm its samples")
             return self.inconclusive(f"{named} recorded no ckpt_load, so what it resumed from is a guess; emit "
                                      f"ckpt_load(step, path) on resume{why}; {where}", **figures)
+        unjudged = self._unjudged_gaps(acc, golden)
+        if unjudged:
+            return self.inconclusive(f"{unjudged}; none twice, nothing out of order that could be judged; {where}",
+                                     **figures)
         return self.passed(f"each of {acc.dataset_size} indices once in {len(acc.completed_epochs)} completed "
                            f"epoch(s){self._partial(acc, lineage, golden)}; {replayed}; {where}", **figures)
+
+    def _unjudged_gaps(self, acc: Accounting, golden: GoldenComparison | None) -> str:
+        """Gaps a resume may have left that only the fault-free order could judge, where none judged them:
+        a resume into the epoch the run did not finish, or a completed epoch with tolerated missing
+        indices (max_missing_per_epoch) that a resume continued. A skipped batch hides in either."""
+        compared = set(golden.compared) if golden else set()
+        epochs = sorted(e for e in acc.resumed_into - compared
+                        if e == acc.partial_epoch or acc.tolerated.get(e))
+        if not epochs:
+            return ""
+        if not self.config.deterministic_order:
+            why = "deterministic_order is off, so no fault-free order applies"
+        elif golden is None:
+            why = "no fault-free (golden) run was available to compare its order with"
+        else:
+            why = "; ".join(golden.notes) or "the golden run's order does not cover it"
+        parts = []
+        for e in epochs:
+            if e == acc.partial_epoch:
+                parts.append(f"a resume continued epoch {e}, which the run did not finish ({acc.partial_seen} of "
+                             f"{acc.dataset_size} indices seen)")
+            else:
+                parts.append(f"a resume continued epoch {e}, whose {acc.tolerated[e]} missing index(es) "
+                             f"max_missing_per_epoch tolerates")
+        return (f"{'; '.join(parts)}: a batch skipped on resume leaves a gap there that only the fault-free run's "
+                f"order shows, and {why}")
 
     @staticmethod
     def _partial(acc: Accounting, lineage: Lineage, golden: GoldenComparison | None) -> str:
@@ -141,9 +177,6 @@ class ExactlyOnce(Check, kind="exactly_once"):
         text = f" + {acc.partial_seen} of {acc.dataset_size} in partial epoch {acc.partial_epoch}"
         if golden and acc.partial_epoch in golden.compared:
             return text + " (none twice, in the fault-free run's order)"
-        if acc.partial_epoch in acc.resumed_into:
-            # A resume into the unfinished epoch may have skipped part of it; only the golden order shows that.
-            return text + " (none twice; its gaps are not judged: no golden run's order covers it)"
         return text + " (none twice; no resume inside it, so its gaps are the part not yet trained)"
 
 
@@ -169,10 +202,19 @@ class Accounting:
         self.kept_step_numbers: set[int] = set()
         self.missing_steps: list[int] = []
         self.untraced: list[str] = []
+        self.tolerated: dict[int, int] = {}
+        """Completed epochs with missing indices within max_missing_per_epoch, and how many."""
+        self.silent_ranks: list[str] = []
+        """Ranks of an attempt that reported none of its kept steps (``rank 1 of attempt 0.0 at steps 1..10``)."""
 
 
-def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConfig | None = None) -> Accounting:
-    """Group the kept steps' samples (union over ranks) by epoch and find every irregularity."""
+def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConfig | None = None,
+                    ranks: dict[str, set[Any]] | None = None) -> Accounting:
+    """Group the kept steps' samples (union over ranks) by epoch and find every irregularity.
+
+    ``ranks``: each attempt's ranks (``History.attempt_ranks``). A rank that reported none of a kept step is
+    named: the union over the ranks that did report says nothing of what it consumed.
+    """
     config = config or ExactlyOnceConfig()
     acc = Accounting(dataset_size)
     seen: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -202,8 +244,10 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     acc.kept_step_numbers = set(kept_by_step)
     acc.missing_steps = sorted(set(range(1, max(kept_by_step, default=0) + 1)) - acc.kept_step_numbers)
 
-    last = max(seen, default=0)
-    for epoch in range(0, last + 1):
+    # Epochs are accounted from the lowest one the kept history consumed: a workload may number them
+    # from 1 (an epoch before its first is not one it skipped; a skip shows in the steps' own epochs).
+    last, first = max(seen, default=0), min(seen, default=0)
+    for epoch in range(first, last + 1):
         consumed = seen.get(epoch, {})
         for index, where in sorted(consumed.items()):
             if len(where) > 1:
@@ -213,10 +257,13 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
             acc.completed_epochs.append(epoch)
             if len(absent) > config.max_missing_per_epoch:
                 acc.missing.extend({"index": i, "epoch": epoch, "steps": []} for i in absent)
+            elif absent:
+                acc.tolerated[epoch] = len(absent)
         else:
             acc.partial_epoch, acc.partial_seen = epoch, len(consumed)
     acc.consumed = {epoch: dict(by_index) for epoch, by_index in seen.items()}
     acc.untraced = _untraced_steps(kept, acc.completed_epochs)
+    acc.silent_ranks = _silent_ranks(kept, ranks or {})
 
     missing_keys = {(m["index"], m["epoch"]) for m in acc.missing}
     for segment, r in lineage.rolled_back_steps():
@@ -234,6 +281,25 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
                 acc.missing.append({"index": index, "epoch": epoch, "steps": [],
                                     "rolled_back_at": _where(segment.name, step)})
     return acc
+
+
+def _silent_ranks(kept: list[tuple[Link, Step]], ranks: dict[str, set[Any]]) -> list[str]:
+    """Per kept link, the ranks of its attempt that reported none of its kept steps, or only some of them."""
+    reported: dict[str, dict[int, set[Any]]] = defaultdict(lambda: defaultdict(set))
+    attempt_of: dict[str, str] = {}
+    for link, r in kept:
+        reported[link.segment.name][r.step].add(r.rank)
+        attempt_of[link.segment.name] = link.segment.attempt
+    out = []
+    for name, by_step in reported.items():
+        expected = ranks.get(attempt_of[name], set())
+        for rank in sorted(expected - set().union(*by_step.values()), key=str):
+            out.append(f"rank {rank} of attempt {name} (none of its {len(by_step)} kept step(s))")
+        for rank in sorted(expected & set().union(*by_step.values()), key=str):
+            lacking = sorted(step for step, who in by_step.items() if rank not in who)
+            if lacking:
+                out.append(f"rank {rank} of attempt {name} at step(s) {_ranges(lacking)}")
+    return out
 
 
 def _untraced_steps(kept: list[tuple[Link, Step]], completed_epochs: list[int]) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
@@ -34,6 +36,11 @@ class MatchesGolden(Check, kind="matches_golden"):
                    "final_step": mine["final_step"], "golden_final_step": golden["final_step"],
                    "final_loss": mine["final_loss"], "golden_final_loss": golden["final_loss"],
                    "golden_run": golden.get("run_dir")}
+        diverged = _loss_problem(mine, "this run") or _loss_problem(golden, "the fault-free (golden) run")
+        if diverged:
+            # A NaN compares as "within tolerance" and matches a NaN golden digest alike: a diverged run,
+            # on either side, proves nothing about the recovery and is the finding itself.
+            return self.failed(f"{diverged}: a diverged run, not a match", **figures)
         if mine["final_step"] != golden["final_step"]:
             return self.failed(f"the run ended at step {mine['final_step']}, the fault-free run at step "
                                f"{golden['final_step']}: the same training did not happen", **figures)
@@ -82,6 +89,17 @@ class MatchesGolden(Check, kind="matches_golden"):
         if rel > self.config.loss_rtol:
             return self.failed(text, **figures)
         return self.passed(text, **figures)
+
+
+def _loss_problem(summary: dict, who: str) -> str:
+    """What is wrong with a summary's final loss (non-finite, null, not a number), or ''."""
+    problem = summary.get("final_loss_problem")
+    if problem:
+        return f"{who}: {problem}"
+    loss = summary.get("final_loss")
+    if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss)):
+        return f"{who}: the final loss is {loss!r}, not a finite number"
+    return ""
 
 
 def _rank_order(rank: str) -> tuple[int, str]:

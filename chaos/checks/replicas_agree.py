@@ -18,12 +18,15 @@ class ReplicasAgree(Check, kind="replicas_agree"):
         if attempt is None:
             return self.failed("the run wrote no final event, so there are no final states to compare")
         finals = [r for r in h.finals() if r.attempt == attempt]
-        world = max(int(r.get("world_size") or 1) for r in finals)
+        # Who must agree: every rank the attempt had (its start records, world_size, the harness's spawns),
+        # not only the ranks that wrote a final: a rank that wrote none is a rank that was not compared.
+        expected = h.attempt_ranks().get(str(attempt), set())
+        world = max([int(r.get("world_size") or 1) for r in finals] + [len(expected)])
         by_digest: dict[str, list[str]] = defaultdict(list)
         for r in sorted(finals, key=lambda r: str(r.rank)):
             by_digest[str(r.digest)].append(str(r.rank))
         reported = {str(r.rank) for r in finals}
-        absent = sorted({str(i) for i in range(world)} - reported)
+        absent = sorted(({str(i) for i in range(world)} | {str(r) for r in expected}) - reported, key=_rank_order)
         figures = {"attempt": attempt, "world_size": world,
                    "digests": {d[:12]: ranks for d, ranks in by_digest.items()}, "ranks_without_final": absent}
         blank = sorted(str(r.rank) for r in finals if not r.digest)
@@ -40,3 +43,7 @@ class ReplicasAgree(Check, kind="replicas_agree"):
                                **figures)
         return self.passed(f"all {world} ranks of attempt {attempt} ended with digest {next(iter(by_digest))[:12]}",
                            **figures)
+
+
+def _rank_order(rank: str) -> tuple[int, str]:
+    return (int(rank), "") if rank.lstrip("-").isdigit() else (1 << 30, rank)

@@ -13,6 +13,7 @@ from chaos.experiment import load_experiment
 from chaos.gameday.summary import summarize
 from chaos.htmlreport import render_html
 from chaos.outcome import FaultRecord
+from chaos.recovery import describe_landing
 from chaos.report import recovery_columns
 from chaos.timeline import plot_timeline
 
@@ -44,6 +45,9 @@ def render_markdown(journal: dict) -> str:
         for f in journal["faults"]:
             details = f.get("error") or json.dumps({k: v for k, v in f["details"].items() if k != "max_step_before"})
             lines.append(f"| {f['label']} | `{details}` | " + " | ".join(_fmt(f["recovery"].get(c)) for c in cols) + " |")
+        landings = [text for f in journal["faults"] if (text := describe_landing(f["label"], f.get("recovery") or {}))]
+        if landings:
+            lines += [""] + [f"- {text}" for text in landings]
     lines += ["", "## Checks", "", "| check | verdict | reason |", "|---|---|---|"]
     for c in journal["checks"]:
         lines.append(f"| {c['kind']} | {c['verdict'].upper()} | {c['reason']} |")

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
-from chaos.baseline import Comparison, by_experiment, compare, load_baseline, markdown_summary
+from chaos.baseline import Comparison, absent, by_experiment, compare, load_baseline, markdown_summary
 from chaos.commands.validate import experiment_files
 from chaos.errors import ChaosError, ExperimentError, UsageError
 from chaos.experiment import load_experiment
@@ -31,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=1, metavar="N",
                    help="run each experiment N times; figures are compared as medians (default 1)")
     p.add_argument("--summary-md", metavar="PATH", help="with --baseline: write the comparison as Markdown here")
+    p.add_argument("--allow-new", action="store_true",
+                   help="with --baseline: accept experiments the baseline has no entry for (their figures are "
+                        "not gated) instead of failing the gate")
     p.set_defaults(func=run)
 
 
@@ -93,7 +97,11 @@ def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Cons
     for name, js in by_experiment(journals).items():
         comparison = compare(name, js, baseline)
         if comparison is None:
-            console.print(f"[yellow]no baseline for {name}[/]: its figures are not gated (add it with chaos baseline save)")
+            # A renamed experiment must not silently stop being gated: absent fails unless --allow-new.
+            comparison = absent(name, allow_new=args.allow_new)
+            comparisons.append(comparison)
+            style = "yellow" if args.allow_new else "bold red"
+            console.print(f"[{style}]NOT IN BASELINE[/] {escape(comparison.absent_message(args.baseline))}")
             continue
         comparisons.append(comparison)
         for change in comparison.regressions:
@@ -101,6 +109,9 @@ def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Cons
                           f"(baseline run {comparison.baseline_runs[0]})")
         for figure in comparison.missing:
             console.print(f"[bold red]MISSING[/] {name}: {figure} is in the baseline but this run did not produce it")
+        for figure in comparison.stale:
+            console.print(f"[yellow]not compared[/] {name}: {figure} (the baseline predates its present meaning and "
+                          f"this run could not produce it; re-save the baseline with chaos baseline save)")
         if not comparison.failed:
             console.print(f"[green]no regression[/] {name}: {len(comparison.changes)} figure(s) within bounds")
     if args.summary_md:
@@ -125,8 +136,12 @@ def _combine_junit(parts: list[Path], dest: Path, comparisons: list[Comparison] 
             ET.SubElement(props, "property", {"name": ch.figure, "value": f"{ch.now:g}"})
             ET.SubElement(props, "property", {"name": f"{ch.figure}.baseline", "value": f"{ch.base:g}"})
         problems = [ch.describe() for ch in c.regressions] + [f"{f} missing" for f in c.missing]
+        if c.absent and not c.allow_new:
+            problems.append(c.absent_message())
         if problems:
             ET.SubElement(case, "failure", {"message": "; ".join(problems)})
+        elif c.absent:
+            ET.SubElement(case, "skipped", {"message": c.absent_message()})
     dest.parent.mkdir(parents=True, exist_ok=True)
     if len(parts) == 1 and not comparisons:
         shutil.copyfile(parts[0], dest)

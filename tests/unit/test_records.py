@@ -64,3 +64,57 @@ def test_a_relabel_makes_a_new_record_that_keeps_what_was_reported() -> None:
     assert held["attempt"] == "0.2" and held["attempt_reported"] == "0.1" and isinstance(held, Step)
     assert original["attempt"] == "0.1" and "attempt_reported" not in original  # what was read stays as read
     assert h.records == [held]
+
+
+# Issue 32 item 16: what enters the history. A rank's own file cannot vouch for itself.
+@pytest.mark.parametrize("line, named", [
+    ({"event": "step"}, "the line says 'event'"),
+    ({"ev": 3}, "'ev' must be str"),
+    ({"ev": "ckpt_verify", "ok": True, "path": "/c"}, "ckpt_verify event: a kind only the harness writes"),
+    ({"ev": "worker_exit", "rc": 0}, "worker_exit event: a kind only the harness writes"),
+    ({"source": "harness"}, "'source' 'harness' is reserved"),
+    ({"source": "output"}, "'source' 'output' is reserved"),
+    ({"attempt_reported": "0.0"}, "'attempt_reported' is a field only the harness sets"),
+])
+def test_a_workload_line_that_claims_the_harness_voice_is_a_protocol_break(line: dict, named: str) -> None:
+    data = {**STEP, **line}
+    if "event" in line:
+        del data["ev"]
+    with pytest.raises(ProtocolError, match=named.replace("(", r"\(")):
+        parse(data)
+
+
+def test_every_line_of_a_rank_file_counts_and_a_harness_line_is_read_as_the_harness(tmp_path) -> None:
+    events = tmp_path / "events"
+    events.mkdir()
+    renamed = {("event" if k == "ev" else k): v for k, v in STEP.items()} | {"step": 13}
+    lines = [STEP, renamed, {**STEP, "ev": "ckpt_verify", "ok": True},
+             {**STEP, "step": 14, "source": "harness"}, [1, 2]]
+    (events / "h-7.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (tmp_path / "harness.jsonl").write_text(json.dumps({"ev": "ckpt_verify", "t": 2.0, "source": "harness",
+                                                       "ok": True, "path": "/c"}) + "\n")
+    h = History.from_run_dir(tmp_path)
+    assert [r["step"] for r in h.of("step")] == [12]  # the forged lines are not steps
+    assert len(h.malformed) == 4, h.malformed
+    assert any("the line says 'event'" in m for m in h.malformed)
+    assert any("not a JSON object" in m for m in h.malformed)
+    assert [r["source"] for r in h.of("ckpt_verify")] == ["harness"]  # only harness.jsonl's
+
+
+def test_the_harness_kinds_are_what_the_harness_logs_and_no_sdk_kind() -> None:
+    """HARNESS_KINDS must name every kind chaos/ logs (a new one missing would let a workload forge it),
+    and none the SDK emits (a workload would then be refused its own protocol)."""
+    import re
+    from pathlib import Path
+
+    import chaos
+    from chaos.records import HARNESS_KINDS, PROTOCOL
+
+    root = Path(chaos.__file__).parent
+    source = "\n".join(p.read_text() for p in root.rglob("*.py"))
+    logged = set(re.findall(r"\blog\(\s*\"([a-z_]+)\"", source)) - {"step"}  # steps read from output: source=output
+    assert logged <= HARNESS_KINDS, logged - HARNESS_KINDS
+    emitted = set(re.findall(r"\bemit\(\s*\"([a-z_]+)\"", source)) | set(PROTOCOL)
+    assert not emitted & HARNESS_KINDS
+    unused = {k for k in HARNESS_KINDS if f'"{k}"' not in source.replace((root / "records.py").read_text(), "")}
+    assert not unused, f"listed as harness kinds but never logged: {unused}"

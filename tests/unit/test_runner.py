@@ -54,10 +54,13 @@ def test_kill_rank_is_injected_at_the_step_and_recovery_is_timed(tmp_path: Path)
     # be from the newest commit the killed attempt made, whichever that was.
     commits = [r["step"] for r in report.outcome.history.of("ckpt_commit", attempt="0.0")]
     assert commits and rec["resumed_from_step"] == max(commits) and rec["resumed_from_step"] % 5 == 0
-    assert rec["lost_steps"] == max(0, rec["pre_fault_max_step"] - rec["resumed_from_step"])
+    # Resumed from the newest durable checkpoint: nothing lost, wherever the kill landed (issue 39).
+    assert rec["lost_steps"] == 0 and rec["trigger_step"] == 12 and rec["landed_step"] >= 12
+    assert rec["steps_since_ckpt"] == rec["landed_step"] - rec["durable_step"] >= 0
     assert 0 <= rec["detect_s"] <= rec["restart_s"] <= rec["resume_s"] <= rec["regain_s"]
     journal = json.loads((report.run_dir / "journal.json").read_text())
     assert journal["faults"][0]["recovery"]["resume_s"] == rec["resume_s"]
+    assert journal["faults"][0]["recovery"]["landed_step"] == rec["landed_step"]
     assert journal["attempts"] == ["0.0", "0.1"]
     junit = (report.run_dir / "junit.xml").read_text()
     assert 'tests="2"' in junit and 'failures="0"' in junit

@@ -62,3 +62,70 @@ def test_digest_is_bit_exact_and_order_independent() -> None:
     assert sdk.digest_state(a) == sdk.digest_state(b)
     b["w"][0] = torch.nextafter(torch.tensor(0.0), torch.tensor(1.0))
     assert sdk.digest_state(a) != sdk.digest_state(b)
+
+
+def _trained(seed: int) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(4, 3)
+    optim = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(2, 4)).sum().backward()  # seeded inputs: the gradients, so Adam's moments, differ by seed
+    optim.step()
+    return model, optim
+
+
+def test_digest_of_model_and_optimizer_objects_follows_their_weights() -> None:
+    """``digest_state(model, optimizer)`` once hashed their repr(): any two Linear(4, 3) + Adam agreed."""
+    model, optim = _trained(0)
+    same_model, same_optim = _trained(0)
+    assert sdk.digest_state(model, optim) == sdk.digest_state(same_model, same_optim)
+    assert sdk.digest_state(model, optim) == sdk.digest_state(model.state_dict(), optim.state_dict())
+    other_model, other_optim = _trained(1)
+    assert sdk.digest_state(model, optim) != sdk.digest_state(other_model, optim)
+    assert sdk.digest_state(model, optim) != sdk.digest_state(model, other_optim)  # moments differ
+    with torch.no_grad():
+        same_model.weight[1, 2] += 1e-6
+    assert sdk.digest_state(model, optim) != sdk.digest_state(same_model, optim)
+
+
+def test_digest_of_a_large_numpy_array_reads_every_element() -> None:
+    """Over 1000 elements numpy prints a summary ("0., 0., ..., 0."): a middle element must still count."""
+    np = pytest.importorskip("numpy")
+    a = np.zeros(100_000, dtype=np.float32)
+    b = a.copy()
+    b[50_000] = 1.0
+    assert sdk.digest_state({"w": a}) == sdk.digest_state({"w": a.copy()})
+    assert sdk.digest_state({"w": a}) != sdk.digest_state({"w": b})
+    assert sdk.digest_state(a.reshape(200, 500)) != sdk.digest_state(a.reshape(500, 200))  # shape counts
+    assert sdk.digest_state(a) != sdk.digest_state(a.astype(np.float64))  # so does the dtype
+
+
+def test_digest_tells_types_and_keys_apart() -> None:
+    assert sdk.digest_state({1: 0}) != sdk.digest_state({"1": 0})
+    assert sdk.digest_state([1]) != sdk.digest_state([1.0]) != sdk.digest_state([True])
+    assert sdk.digest_state(["ab", "c"]) != sdk.digest_state(["a", "bc"])
+    assert sdk.digest_state(None) != sdk.digest_state("None") != sdk.digest_state(b"None")
+    # A checkpoint format that stores Adam's betas as a list must not change a correct resume's digest.
+    assert sdk.digest_state({"betas": (0.9, 0.999)}) == sdk.digest_state({"betas": [0.9, 0.999]})
+    assert sdk.digest_state({0: 1, "b": 2, 1: 3}) == sdk.digest_state({1: 3, "b": 2, 0: 1})
+
+
+class _Opaque:
+    def __init__(self, w: list[float]) -> None:
+        self.w = w
+
+
+def test_digest_refuses_what_it_cannot_hash_and_says_what_to_pass() -> None:
+    with pytest.raises(TypeError, match=r"cannot hash a value of type .*_Opaque \(at argument 1\['cfg'\]\).*"
+                                        r"state_dict\(\)"):
+        sdk.digest_state({"w": torch.ones(2)}, {"cfg": _Opaque([1.0])})
+    with pytest.raises(TypeError, match=r"type set \(at argument 0\[0\]\)"):
+        sdk.digest_state([{1, 2}])
+
+
+def test_the_sdk_still_imports_neither_torch_nor_numpy() -> None:
+    import subprocess
+    import sys
+
+    probe = "import sys, chaos.sdk; print('torch' in sys.modules, 'numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr

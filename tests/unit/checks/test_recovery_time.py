@@ -41,7 +41,10 @@ def test_compute_recovery_figures(sim):
     assert figures["restart_s"] == round(starts[0]["t"] - t0, 3)
     assert figures["resume_s"] == round(first_step["t"] - t0, 3)
     assert figures["regain_s"] == round(regain["t"] - t0, 3)
-    assert figures["resumed_from_step"] == 6 and figures["lost_steps"] == 2
+    # It resumed from the newest durable checkpoint: nothing lost beyond it; the 2 steps past it are
+    # where the fault landed, reported beside the gated figure.
+    assert figures["resumed_from_step"] == 6 and figures["lost_steps"] == 0
+    assert figures["durable_step"] == 6 and figures["landed_step"] == 8 and figures["steps_since_ckpt"] == 2
 
 
 def test_no_restart_leaves_the_later_figures_unset(sim):

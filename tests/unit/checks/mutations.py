@@ -1,0 +1,522 @@
+"""Mutation operators: each breaks exactly one property a check promises, in a history with known truth.
+
+An operator takes a ``Truth`` (``truth.play``) and returns the lie: the same run with one thing made
+wrong, or None where it does not apply to that scenario. ``breaks`` names the checks whose promise
+the lie breaks: none of them may PASS it. A new operator joins the property tests by being
+decorated here; a new check joins by being in ``truth.CONFIGS``.
+
+Run as a script to print the mutation matrix (checks x operators): ``python tests/unit/checks/mutations.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from truth import Params, Truth, checks_for, play  # noqa: E402
+
+from chaos.outcome import CheckResult, judge_protocol  # noqa: E402
+from chaos.registry import CHECKS  # noqa: E402
+
+PROTOCOL = "event_protocol"
+"""The run-level verdict on lines left out of the history; it judges every mutation like a check."""
+
+
+@dataclass(frozen=True)
+class Operator:
+    name: str
+    breaks: frozenset[str]
+    """The checks whose promise this lie breaks: none of them may PASS it."""
+    item: str
+    """Where the lie comes from: an item of the 'No PASS without proof' audits, or a property the check always had."""
+    apply: Callable[[Truth], Truth | None]
+    doc: str
+
+
+OPERATORS: dict[str, Operator] = {}
+
+
+def operator(*breaks: str, item: str = "") -> Callable[[Callable[[Truth], Truth | None]], Callable[[Truth], Truth | None]]:
+    def register(fn: Callable[[Truth], Truth | None]) -> Callable[[Truth], Truth | None]:
+        OPERATORS[fn.__name__] = Operator(fn.__name__, frozenset(breaks), item, fn, (fn.__doc__ or "").strip())
+        return fn
+    return register
+
+
+def _copy(t: Truth) -> Truth:
+    return replace(t, records=copy.deepcopy(t.records), faults=copy.deepcopy(t.faults),
+                   golden=copy.deepcopy(t.golden), diagnostics=list(t.diagnostics))
+
+
+def _of(t: Truth, ev: str, attempt: str | None = None, rank: int | None = None) -> list[dict[str, Any]]:
+    return [r for r in t.records if r.get("ev") == ev and r.get("source") != "harness"
+            and (attempt is None or r.get("attempt") == attempt) and (rank is None or r.get("rank") == rank)]
+
+
+def _drop(t: Truth, doomed: list[dict[str, Any]]) -> None:
+    ids = {id(r) for r in doomed}
+    t.records = [r for r in t.records if id(r) not in ids]
+
+
+def _looks(t: Truth, seen: str, attempt: str | None = None) -> list[dict[str, Any]]:
+    return [r for r in t.records if r.get("ev") == "ckpt_verify" and r.get("seen") == seen
+            and (attempt is None or r.get("attempt") == attempt)]
+
+
+def _replay(t: Truth, **lie: Any) -> Truth:
+    return play(t.params, **lie)
+
+
+def _replay_resume(t: Truth, **lie: Any) -> Truth | None:
+    """A lie about what the restart trained: none when it trained nothing (it resumed from the last step)."""
+    if t.resumed_from >= t.params.steps:
+        return None
+    return play(t.params, **lie)
+
+
+def _commits(t: Truth, before_fault: bool = True) -> list[int]:
+    return sorted({r["step"] for r in _of(t, "ckpt_commit", "0.0")})
+
+
+# ---- exactly_once -------------------------------------------------------------------------------
+
+@operator("exactly_once", item="32.2")
+def unsharded_rank_silent(t: Truth) -> Truth | None:
+    """No DistributedSampler: every rank trains the whole global batch, and only rank 0 reports its steps."""
+    m = _copy(t)
+    for r in _of(m, "step", rank=0):
+        step_peers = [q for q in _of(m, "step", r["attempt"]) if q["step"] == r["step"]]
+        r["samples"] = sorted({i for q in step_peers for i in q["samples"]})
+    _drop(m, [r for r in _of(m, "step") if r["rank"] != 0])
+    return m
+
+
+@operator("exactly_once", item="32.2")
+def rank_silent(t: Truth) -> Truth | None:
+    """The last rank trains but never reports a step."""
+    m = _copy(t)
+    _drop(m, [r for r in _of(m, "step") if r["rank"] == t.params.world - 1])
+    return m
+
+
+@operator("exactly_once", item="existing")
+def skip_batch_on_resume(t: Truth) -> Truth | None:
+    """The restart's data cursor skips one global batch."""
+    return _replay_resume(t, cursor_shift=1)
+
+
+@operator("exactly_once", item="32.5")
+def skip_batch_golden_failed(t: Truth) -> Truth | None:
+    """A skipped batch on resume, and the fault-free run failed, so no golden order can judge it."""
+    m = _replay_resume(t, cursor_shift=1)
+    if m is None:
+        return None
+    m.golden_error = "the golden run failed: exit 1 at step 3"
+    return m
+
+
+@operator("exactly_once", item="32.5")
+def skip_batch_golden_unordered(t: Truth) -> Truth | None:
+    """A skipped batch on resume, and the fault-free run carried no samples."""
+    m = _replay_resume(t, cursor_shift=1)
+    if m is None:
+        return None
+    m.golden.pop("epoch_samples", None)
+    return m
+
+
+@operator("exactly_once", item="32.5")
+def skip_batch_golden_shorter(t: Truth) -> Truth | None:
+    """A skipped batch on resume, and the fault-free run stopped before the run's last epoch."""
+    m = _replay_resume(t, cursor_shift=1)
+    if m is None:
+        return None
+    epochs = m.golden["epoch_samples"]
+    m.golden["epoch_samples"] = {e: epochs[e] for e in sorted(epochs, key=int)[:1]}
+    return m
+
+
+@operator("exactly_once", item="existing")
+def repeat_batch_on_resume(t: Truth) -> Truth | None:
+    """The restart's data cursor goes back one global batch past the checkpoint."""
+    if t.resumed_from < 1:
+        return None
+    return _replay_resume(t, cursor_shift=-1)
+
+
+@operator("exactly_once", "matches_golden", item="existing")
+def step_counter_jump(t: Truth) -> Truth | None:
+    """The restart numbers its steps one higher than it trained."""
+    return _replay_resume(t, step_shift=1)
+
+
+@operator("exactly_once", item="existing")
+def drop_kept_step(t: Truth) -> Truth | None:
+    """Every rank's record of one kept step is lost."""
+    m = _copy(t)
+    step = t.resumed_from + 1
+    if step > t.params.steps:
+        return None
+    _drop(m, [r for r in _of(m, "step", "0.1") if r["step"] == step])
+    return m
+
+
+@operator("exactly_once", item="existing")
+def out_of_range_index(t: Truth) -> Truth | None:
+    """A step consumes an index outside the dataset."""
+    m = _copy(t)
+    _of(m, "step", "0.0", 0)[0]["samples"][0] = t.params.dataset + 3
+    return m
+
+
+@operator("exactly_once", item="existing")
+def duplicate_index(t: Truth) -> Truth | None:
+    """One kept sample is replaced by another the same epoch already consumed."""
+    m = _copy(t)
+    first, second = _of(m, "step", "0.0", 0)[:2]
+    if first["epoch"] != second["epoch"] or t.resumed_from < 2:
+        return None
+    second["samples"][0] = first["samples"][0]
+    return m
+
+
+@operator("exactly_once", item="32.15")
+def zero_traced_samples(t: Truth) -> Truth | None:
+    """Steps only seen from outside (step_regex on the output): nothing says what was consumed."""
+    m = _copy(t)
+    for r in _of(m, "step"):
+        if r["rank"] == 0:
+            r.update(source="harness", via="output")
+    _drop(m, [r for r in _of(m, "step")])
+    for r in m.records:
+        if r.pop("via", None) == "output":
+            r["source"] = "output"
+            r.pop("samples", None)
+            r.pop("pid", None)
+    return m
+
+
+# ---- checkpoint_integrity -----------------------------------------------------------------------
+
+@operator("checkpoint_integrity", item="32.1")
+def pathless_load_of_corrupted(t: Truth) -> Truth | None:
+    """The restart loads the corrupted checkpoint and reports the load with its step but no path."""
+    if not t.corrupted_path:
+        return None
+    step = int(t.corrupted_path.rsplit("_", 1)[1])
+    return _replay(t, resume_step=step, resume_path=None, reject=False)
+
+
+@operator("checkpoint_integrity", item="existing")
+def load_of_corrupted(t: Truth) -> Truth | None:
+    """The restart loads the corrupted checkpoint, path and all, without rejecting it."""
+    if not t.corrupted_path:
+        return None
+    step = int(t.corrupted_path.rsplit("_", 1)[1])
+    m = _replay(t, resume_step=step, reject=False)
+    _drop(m, _looks(m, "ckpt_load"))
+    return m
+
+
+@operator("checkpoint_integrity", item="existing")
+def corruption_passed_over_silently(t: Truth) -> Truth | None:
+    """The restart passes over the corrupted checkpoint without a ckpt_reject."""
+    if not t.corrupted_path:
+        return None
+    return _replay(t, reject=False)
+
+
+@operator("checkpoint_integrity", item="32.6")
+def load_never_looked_at(t: Truth) -> Truth | None:
+    """The checkpoint was torn after its commit; the witness's child died before it looked at the load."""
+    m = _copy(t)
+    looks = _looks(m, "ckpt_load", "0.1")
+    if not looks:
+        return None
+    _drop(m, looks)
+    m.records.append({"ev": "witness_incomplete", "t": looks[0]["t"], "mono": looks[0]["t"], "pid": 1, "host": "h",
+                      "source": "harness", "sent": 5, "answered": 4})
+    return m
+
+
+@operator("checkpoint_integrity", item="32.11")
+def restart_from_scratch(t: Truth) -> Truth | None:
+    """The restart ignores its checkpoints and retrains from step 0."""
+    return _replay(t, resume_step=0)
+
+
+@operator("checkpoint_integrity", item="existing")
+def resume_older_checkpoint(t: Truth) -> Truth | None:
+    """The restart loads an older committed checkpoint than the newest good one."""
+    older = [s for s in _commits(t) if s < t.resumed_from]
+    if not older:
+        return None
+    return _replay(t, resume_step=older[-1], reject=False)
+
+
+@operator("checkpoint_integrity", "exactly_once", item="existing")
+def resume_uncommitted(t: Truth) -> Truth | None:
+    """The restart loads a step nobody committed."""
+    step = t.resumed_from + 1
+    if step > t.params.steps or step in _commits(t):
+        return None
+    return _replay(t, resume_step=step)
+
+
+@operator("checkpoint_integrity", item="existing")
+def torn_commit(t: Truth) -> Truth | None:
+    """The witness found a committed checkpoint invalid when it was committed."""
+    m = _copy(t)
+    look = _looks(m, "ckpt_commit")[0]
+    look.update(ok=False, problems=["shard 0: 12 bytes, manifest says 100"])
+    return m
+
+
+@operator("checkpoint_integrity", item="existing")
+def invalid_at_load(t: Truth) -> Truth | None:
+    """The witness found the loaded checkpoint invalid when the load was seen."""
+    m = _copy(t)
+    looks = _looks(m, "ckpt_load", "0.1")
+    if not looks:
+        return None
+    looks[0].update(ok=False, problems=["checksum mismatch in shard 1"])
+    return m
+
+
+@operator("checkpoint_integrity", PROTOCOL, item="32.16")
+def forged_witness(t: Truth) -> Truth | None:
+    """A torn commit, and a rank writes its own ckpt_verify (source: harness) saying it was fine."""
+    m = _copy(t)
+    look = _looks(m, "ckpt_commit")[0]
+    look.update(ok=False, problems=["shard 0: 12 bytes, manifest says 100"])
+    forged = dict(look, ok=True, problems=[], t=look["t"] + 0.01, pid=4000, forged=True, rank=0, attempt="0.0")
+    m.records.append(forged)
+    return m
+
+
+# ---- the history itself -------------------------------------------------------------------------
+
+@operator("exactly_once", "replicas_agree", PROTOCOL, item="32.16")
+def rank_says_event(t: Truth) -> Truth | None:
+    """The last rank's lines name their kind 'event' instead of 'ev': it vanishes unless counted as malformed."""
+    m = _copy(t)
+    for r in m.records:
+        if r.get("source") != "harness" and r.get("rank") == t.params.world - 1 and "ev" in r:
+            r["event"] = r.pop("ev")
+    return m
+
+
+@operator(PROTOCOL, item="32.16")
+def self_vouching_steps(t: Truth) -> Truth | None:
+    """A rank's step lines claim to be the harness's (source: harness)."""
+    m = _copy(t)
+    for r in _of(m, "step", rank=0):
+        r.update(source="harness", forged=True)
+    return m
+
+
+# ---- finals and the golden run ------------------------------------------------------------------
+
+@operator("matches_golden", item="32.4")
+def nan_final_loss(t: Truth) -> Truth | None:
+    """The run diverged: the last step's loss is NaN on every rank."""
+    m = _copy(t)
+    for r in _of(m, "step"):  # every attempt's: a restart after the last commit runs no step of its own
+        if r["step"] == t.params.steps:
+            r["loss"] = math.nan
+    return m
+
+
+@operator("matches_golden", item="32.4")
+def null_final_loss(t: Truth) -> Truth | None:
+    """The last step's loss was written as null (a NaN serialised by a strict encoder)."""
+    m = _copy(t)
+    for r in _of(m, "step"):  # every attempt's: a restart after the last commit runs no step of its own
+        if r["step"] == t.params.steps:
+            r["loss"] = None
+    return m
+
+
+@operator("matches_golden", item="32.4")
+def golden_nan_loss(t: Truth) -> Truth | None:
+    """The fault-free run diverged: its final loss is NaN (a comparison with it proves nothing)."""
+    if t.params.scenario != "resize":
+        return None
+    m = _copy(t)
+    m.golden["final_loss"] = math.nan
+    return m
+
+
+@operator("matches_golden", item="existing")
+def loss_drift_resize(t: Truth) -> Truth | None:
+    """After a world-size change, the final loss is 20 % off the fault-free run's."""
+    if t.params.scenario != "resize":
+        return None
+    m = _copy(t)
+    for r in _of(m, "step"):  # every attempt's: a restart after the last commit runs no step of its own
+        if r["step"] == t.params.steps:
+            r["loss"] *= 1.2
+    return m
+
+
+@operator("replicas_agree", item="existing")
+def digest_differs_rank(t: Truth) -> Truth | None:
+    """One rank ends with another state than its replicas."""
+    m = _copy(t)
+    _of(m, "final", rank=0)[0]["digest"] = "e" * 64
+    return m
+
+
+@operator("matches_golden", item="existing")
+def digest_differs_golden(t: Truth) -> Truth | None:
+    """Every rank agrees, on another state than the fault-free run's."""
+    if t.params.scenario == "resize":
+        return None
+    m = _copy(t)
+    for r in _of(m, "final"):
+        r["digest"] = "f" * 64
+    return m
+
+
+@operator("replicas_agree", item="32.14")
+def rank_without_final(t: Truth) -> Truth | None:
+    """The last rank writes no final, and rank 0's final carries no world_size."""
+    m = _copy(t)
+    _drop(m, _of(m, "final", rank=t.params.world - 1))
+    for r in _of(m, "final"):
+        r.pop("world_size", None)
+    return m
+
+
+# ---- completion, recovery, detection, goodput ---------------------------------------------------
+
+@operator("completes", "matches_golden", item="existing")
+def final_short(t: Truth) -> Truth | None:
+    """The final attempt stops two steps short of the target and says so."""
+    m = _copy(t)
+    last = t.params.steps - 2
+    if last <= t.resumed_from:
+        return None
+    _drop(m, [r for r in _of(m, "step", "0.1") if r["step"] > last])
+    for r in _of(m, "final"):
+        r["step"] = last
+    return m
+
+
+@operator("completes", item="existing")
+def exit_nonzero(t: Truth) -> Truth | None:
+    """The job exits 1."""
+    m = _copy(t)
+    m.exit_code = 1
+    return m
+
+
+@operator("completes", item="existing")
+def timed_out(t: Truth) -> Truth | None:
+    """The harness stopped the job at its time limit."""
+    m = _copy(t)
+    m.timed_out = True
+    return m
+
+
+@operator("recovery_time", "goodput", item="existing")
+def stall_before_resume(t: Truth) -> Truth | None:
+    """The restart waits 600 s before anything happens (a rendezvous that hangs, a slow requeue)."""
+    m = _copy(t)
+    spawns = [r for r in m.records if r.get("ev") == "worker_spawn" and r.get("attempt") == "0.1"]
+    t0 = spawns[0]["t"]
+    for r in m.records:
+        if r["t"] >= t0:
+            r["t"] += 600.0
+            r["mono"] = r.get("mono", r["t"]) + 600.0
+            if "t_event" in r and r["t_event"] >= t0:
+                r["t_event"] += 600.0
+        if r.get("ev") == "exit":
+            r["wall_s"] += 600.0
+    return m
+
+
+@operator("detection", item="existing")
+def hang_outlasted(t: Truth) -> Truth | None:
+    """The hang is released after 1 s; only then do the workers exit (the job never noticed it)."""
+    if t.params.scenario != "hang":
+        return None
+    m = _copy(t)
+    hang = next(f for f in m.faults if f.kind == "hang-rank")
+    hang.t_release = hang.t_inject + 1.0
+    return m
+
+
+def verdict_of(kind: str, config: dict[str, Any], truth: Truth) -> CheckResult:
+    """One check's verdict over a truth (or a lie), as the runner would judge it."""
+    outcome = truth.outcome()
+    if kind == PROTOCOL:
+        if outcome.history.malformed:
+            return judge_protocol(outcome.history.malformed)
+        return CheckResult(PROTOCOL, "pass", "no line left out")
+    cls = CHECKS.get(kind)
+    try:
+        return cls(cls.Config.model_validate(config)).evaluate(outcome)
+    except Exception as exc:  # the runner turns a crashing check into a harness ERROR
+        return CheckResult(kind, "error", f"{type(exc).__name__}: {exc}")
+
+
+def judged(params: Params) -> dict[str, dict[str, Any]]:
+    """Every check a truth of these params is judged by, the protocol verdict included."""
+    return {**checks_for(params), PROTOCOL: {}}
+
+
+SAMPLES = (Params(), Params(scenario="corrupt", fault_at=9), Params(scenario="hang", fault_at=9),
+           Params(scenario="resize"), Params(world=3, dataset=30, steps=10, ckpt_every=3, fault_at=7, seed=4),
+           Params(steps=12, ckpt_every=4, fault_at=12), Params(epoch_base=1, fault_at=5))
+"""Fixed truths the printed matrix is computed over (the property tests draw many more)."""
+
+
+def matrix(samples: tuple[Params, ...] = SAMPLES) -> dict[tuple[str, str], str]:
+    """(operator, check) -> refused / PASSED / n-a over the samples; 'PASSED' where the lie broke the check's promise."""
+    cells: dict[tuple[str, str], str] = {}
+    for op in OPERATORS.values():
+        for params in samples:
+            lie = op.apply(play(params))
+            if lie is None:
+                continue
+            for kind, config in judged(params).items():
+                if kind not in op.breaks:
+                    continue
+                verdict = verdict_of(kind, config, lie).verdict
+                cell = {"pass": "PASSED", "error": "ERROR"}.get(verdict, "refused")
+                if cells.get((op.name, kind), "refused") == "refused":
+                    cells[(op.name, kind)] = cell
+    return cells
+
+
+def render(cells: dict[tuple[str, str], str]) -> str:
+    kinds = sorted({*truth_checks(), PROTOCOL})
+    width = max(len(n) for n in OPERATORS) + 2
+    head = " " * width + " ".join(f"{k[:10]:>10}" for k in kinds)
+    lines = [head]
+    for name in OPERATORS:
+        row = [cells.get((name, k), "n-a") for k in kinds]
+        lines.append(f"{name:<{width}}" + " ".join(f"{c:>10}" for c in row))
+    refused = sum(c == "refused" for c in cells.values())
+    passed = sum(c == "PASSED" for c in cells.values())
+    crashed = sum(c == "ERROR" for c in cells.values())
+    lines.append(f"{len(OPERATORS)} operators x {len(kinds)} checks: {refused} cells refused, {passed} PASSED a lie, "
+                 f"{crashed} crashed on one")
+    return "\n".join(lines)
+
+
+def truth_checks() -> list[str]:
+    from truth import CONFIGS
+
+    return list(CONFIGS)
+
+
+if __name__ == "__main__":
+    print(render(matrix()))

@@ -1,0 +1,124 @@
+"""The checks against generated lies (issue 32): a history with known truth PASSes every check that
+applies to it, and no mutation that breaks a check's promise is ever PASSed by that check.
+
+Seeded and reproducible (``derandomize``): the same examples on every run and every machine, so a
+red CI run is a red run here. ``python tests/unit/checks/mutations.py`` prints the same matrix this
+file prints on failure.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mutations import OPERATORS, PROTOCOL, SAMPLES, judged, matrix, render, verdict_of
+from truth import CONFIGS, SCENARIOS, Params, play
+
+from chaos.registry import CHECKS
+
+PROPERTY = settings(derandomize=True, deadline=None, max_examples=30, database=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+NOT_SIMULATED = {
+    "no_orphans": "judges the host's process and namespace listings, not the history (tests/unit/checks/test_no_orphans.py)",
+    "health_action": "judges a monitor's health events against XID faults (test_health_action.py)",
+    "straggler_named": "judges straggler alerts against straggler faults (test_straggler_named.py)",
+    "struck_mid_save": "judges a kill's timing against a save in flight (test_struck_mid_save.py)",
+    "saved_on_preempt": "judges a SIGTERM save against a preemption (test_saved_on_preempt.py)",
+    "fault_mix": "judges which fault families fired in a game day (test_fault_mix.py)",
+}
+"""Checks whose evidence the simulator does not play, and where their lies are tested instead. A new
+check must join ``truth.CONFIGS`` or this list: it cannot be left out of the method by accident."""
+
+
+@st.composite
+def jobs(draw: st.DrawFn, scenario: str | None = None) -> Params:
+    """A job the simulator can play: the fault after the first commit (the second, for a corruption
+    whose restart must fall back to an older checkpoint), at most at the last step."""
+    scenario = scenario or draw(st.sampled_from(SCENARIOS))
+    world = draw(st.integers(2, 3))
+    batch = draw(st.integers(1, 3))
+    dataset = draw(st.integers(world * batch * 2, 40))
+    steps = draw(st.integers(6, 16))
+    ckpt_every = draw(st.integers(2, steps // 3 if scenario == "corrupt" else steps // 2))
+    first = 2 * ckpt_every if scenario == "corrupt" else ckpt_every
+    fault_at = draw(st.integers(first, steps))
+    return Params(scenario=scenario, world=world, dataset=dataset, batch=batch, steps=steps, ckpt_every=ckpt_every,
+                  fault_at=fault_at, seed=draw(st.integers(0, 50)), epoch_base=draw(st.integers(0, 1)))
+
+
+def test_every_check_is_simulated_or_says_where_its_lies_are_tested() -> None:
+    kinds = set(CHECKS.kinds())
+    assert kinds == set(CONFIGS) | set(NOT_SIMULATED), kinds ^ (set(CONFIGS) | set(NOT_SIMULATED))
+    assert not set(CONFIGS) & set(NOT_SIMULATED)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@PROPERTY
+@given(data=st.data())
+def test_the_truth_passes_every_check_that_applies(scenario: str, data: st.DataObject) -> None:
+    params = data.draw(jobs(scenario))
+    truth = play(params)
+    for kind, config in judged(params).items():
+        result = verdict_of(kind, config, truth)
+        if _unprovable(params, kind, result.reason, truth):
+            assert result.verdict == "inconclusive", result.reason
+            continue
+        assert result.verdict == "pass", f"{params}: {kind} {result.verdict.upper()}: {result.reason}"
+
+
+def _unprovable(params: Params, kind: str, reason: str, truth) -> bool:
+    """Where the evidence cannot prove a correct run, and the check must say so rather than PASS: after a
+    world-size change the run consumes faster than the fault-free run it is compared with, and past the
+    golden run's end in an epoch it resumed into and did not finish, no order is known to judge its gaps."""
+    if kind != "exactly_once" or params.scenario != "resize":
+        return False
+    golden_seen = sum(len(b) for b in truth.golden["epoch_samples"].values())
+    run_seen = len({(r["epoch"], i) for r in truth.records if r.get("ev") == "step" and r["attempt"] == "0.1"
+                    for i in r["samples"]}) + sum(len(r["samples"]) for r in truth.records
+                                                  if r.get("ev") == "step" and r["attempt"] == "0.0"
+                                                  and r["step"] <= truth.resumed_from)
+    return run_seen > golden_seen and "the golden run only" in reason
+
+
+@pytest.mark.parametrize("name", sorted(OPERATORS), ids=lambda n: f"{n}[{OPERATORS[n].item}]")
+@PROPERTY
+@given(params=jobs())
+def test_no_check_passes_a_lie_that_breaks_its_promise(name: str, params: Params) -> None:
+    op = OPERATORS[name]
+    lie = op.apply(play(params))
+    if lie is None:
+        return  # the lie does not apply to this job (another scenario's)
+    for kind, config in judged(params).items():
+        if kind not in op.breaks:
+            continue
+        result = verdict_of(kind, config, lie)
+        assert result.verdict != "pass", f"{name} ({op.doc}) in {params}: {kind} PASSED: {result.reason}"
+        # A lie is a finding, never a crash of the check (a harness ERROR hides the finding).
+        assert result.verdict != "error", f"{name} in {params}: {kind} crashed: {result.reason}"
+
+
+def test_every_operator_applies_to_a_sample_and_breaks_a_judged_check() -> None:
+    judged_kinds = set(CONFIGS) | {PROTOCOL}
+    for op in OPERATORS.values():
+        assert op.breaks and op.breaks <= judged_kinds, (op.name, op.breaks - judged_kinds)
+        assert any(op.apply(play(p)) is not None for p in SAMPLES), f"{op.name} applies to no sample job"
+        assert op.doc and op.item, f"{op.name}: say what it breaks and where it comes from"
+
+
+def test_the_mutation_matrix_has_no_lie_passed(capsys: pytest.CaptureFixture[str]) -> None:
+    cells = matrix()
+    table = render(cells)
+    with capsys.disabled():
+        print("\n" + table)
+    assert len(OPERATORS) >= 30
+    assert not [cell for cell, verdict in cells.items() if verdict != "refused"], table
+
+
+def test_an_operator_that_breaks_nothing_would_be_caught() -> None:
+    """The property test must be able to fail: a no-op 'lie' is PASSed by the checks it claims to break."""
+    truth = play(Params())
+    assert all(verdict_of(kind, config, truth).verdict == "pass" for kind, config in judged(Params()).items())
+    assert not math.isnan(truth.golden["final_loss"])
