@@ -14,7 +14,7 @@ not is seen from outside (worker spawns and exits the harness watched, steps mat
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Sequence
 
 from chaos.events import History, Record
 from chaos.outcome import FaultRecord
@@ -52,15 +52,21 @@ def _normal_end(history: History, attempt: str) -> float | None:
     return None
 
 
-def _reaction(history: History, fault: FaultRecord, before: str, until: float | None) -> Record | None:
+def _reaction(history: History, fault: FaultRecord, before: str, until: float | None,
+              others: Sequence[FaultRecord] = ()) -> Record | None:
     """The first sign that the job noticed the fault, caused by it and before it was released.
 
     A worker exit that is the attempt's normal end (after its ``final``, or the clean exit of the
     last attempt) is not a reaction: a job that simply carries on once a hang ends, and finishes,
-    was never detected. Nor is the exit of the process the fault itself killed.
+    was never detected. Nor is the exit of the process the fault itself killed. Nor, once another
+    fault has acted (``others``), an exit, spawn or start: a later kill's victim dying and the
+    restart it causes are that fault's doing, not the job noticing this one.
     """
     t0 = fault.t_inject or 0.0
     victims = {int(p) for p in fault.details.get("pids", [])}
+    for other in others:
+        victims |= {int(p) for p in other.details.get("pids", [])}
+    next_other = min((o.t_inject for o in others if o.t_inject is not None and o.t_inject > t0), default=None)
     normal_end = _normal_end(history, before)
     for r in history.records:
         t = r.get("t", 0.0)
@@ -71,6 +77,8 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
         ev = r.get("ev")
         if ev in REACTION_EVENTS:
             return r
+        if next_other is not None and t >= next_other:
+            continue
         if ev in ("worker_spawn", "start") and str(r.get("attempt")) != before:
             return r
         if ev == "worker_exit" and r.get("worker_pid") not in victims \
@@ -79,12 +87,14 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
     return None
 
 
-def compute_recovery(history: History, fault: FaultRecord, until: float | None = None) -> dict[str, Any]:
+def compute_recovery(history: History, fault: FaultRecord, until: float | None = None,
+                     others: Sequence[FaultRecord] = ()) -> dict[str, Any]:
     """Figures for one fault injected at ``fault.t_inject``; a figure is None when it never happened.
 
     ``until``: look no further than this time (a game day's next, independent fault: the restart it
     causes is not this fault's). Unset for scripted experiments, whose later faults may be the very
     thing that reveals an earlier latent one (a corrupted checkpoint found at the next restart).
+    ``others``: the run's other injected faults; what they did is not credited to this one's detection.
     """
     t0 = fault.t_inject or 0.0
     if until is not None:
@@ -108,7 +118,7 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     figures["step_rate"] = _step_rate(history, before, t0, fault.t_release or fault.t_revert)
 
     # A fault released on a timer (a hang for duration_s) must be acted on before it is released.
-    reaction = _reaction(history, fault, before, fault.t_release)
+    reaction = _reaction(history, fault, before, fault.t_release, [o for o in others if o is not fault])
     if reaction is not None:
         figures["detect_s"] = _delta(reaction["t"], t0)
         evidence["detect_s"] = _describe(reaction)
@@ -117,6 +127,13 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     restart = next((r for r in later if r.get("ev") == "start" and str(r.get("attempt")) != before), None)
     if restart is None:
         restart = next((r for r in later if r.get("ev") == "worker_spawn" and str(r.get("attempt")) != before), None)
+        if restart is not None and history.of("start"):
+            # The workload says `start` once a rank is in the process group: a spawn that never said it
+            # is a restart that never joined (stuck in rendezvous or init), not a restart.
+            figures["attempt_after"] = str(restart.get("attempt"))
+            evidence["restart_s"] = (f"attempt {restart.get('attempt')} was spawned ({_describe(restart)}) but no "
+                                     f"rank of it sent start: it never joined the process group")
+            restart = None
     if restart is None:
         _slurm_requeue(history, t0, figures)
         return figures

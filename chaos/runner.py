@@ -248,7 +248,8 @@ class Runner:
         history.align_attempts()
         for rec in records:
             if rec.injected:
-                rec.recovery = compute_recovery(history, rec, until=self._next_fault(records, rec))
+                rec.recovery = compute_recovery(history, rec, until=self._next_fault(records, rec),
+                                                others=[r for r in records if r.injected and r is not rec])
         tail_output = _tail(run.run_dir / "output.log")
         outcome = RunOutcome(
             experiment=self.exp, run_dir=run.run_dir, ckpt_dir=run.ckpt_dir, history=history,

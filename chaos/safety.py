@@ -107,15 +107,26 @@ def mounts_under(roots: list[Path]) -> list[str]:
     return out
 
 
-def _run(argv: list[str]) -> str | None:
-    """Output of a read-only listing command, or None when the tool is absent or not allowed."""
+def _run(argv: list[str], failed: list[tuple[str, str]] | None = None) -> str | None:
+    """Output of a read-only listing command, or None when the tool is absent or the listing failed.
+
+    A failed listing (the tool is there but said nothing usable: an unreachable docker daemon, an nft
+    error, a timeout) is appended to ``failed`` as (tool, why): unknown is not the same as empty."""
     if shutil.which(argv[0]) is None:
         return None
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=20)
-    except (subprocess.TimeoutExpired, OSError):
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        if failed is not None:
+            failed.append((argv[0], f"'{' '.join(argv)}' did not finish: {exc}"))
         return None
-    return proc.stdout if proc.returncode == 0 else None
+    if proc.returncode != 0:
+        if failed is not None:
+            said = (proc.stderr or proc.stdout).strip().splitlines()
+            failed.append((argv[0], f"'{' '.join(argv)}' exited {proc.returncode}"
+                                    + (f": {said[-1][:160]}" if said else "")))
+        return None
+    return proc.stdout
 
 
 def _named(text: str | None, tag: str) -> list[str]:
@@ -123,27 +134,30 @@ def _named(text: str | None, tag: str) -> list[str]:
     return [] if text is None else [line.strip() for line in text.splitlines() if pattern.search(line)]
 
 
-def kernel_leftovers(tag: str) -> list[Leftover]:
-    """Network namespaces, links, nft tables, qdiscs and containers whose name carries ``tag``."""
-    out = [Leftover("netns", line) for line in _named(_run(["ip", "netns", "list"]), tag)]
-    out += [Leftover("links", line) for line in _named(_run(["ip", "-o", "link", "show"]), tag)]
-    out += [Leftover("nft", line) for line in _named(_run(["nft", "list", "tables"]), tag)]
-    out += [Leftover("qdiscs", line) for line in _named(_run(["tc", "qdisc", "show"]), tag)]
+def kernel_leftovers(tag: str, failed: list[tuple[str, str]] | None = None) -> list[Leftover]:
+    """Network namespaces, links, nft tables, qdiscs and containers whose name carries ``tag``; a
+    listing that failed goes to ``failed`` (see ``_run``)."""
+    out = [Leftover("netns", line) for line in _named(_run(["ip", "netns", "list"], failed), tag)]
+    out += [Leftover("links", line) for line in _named(_run(["ip", "-o", "link", "show"], failed), tag)]
+    out += [Leftover("nft", line) for line in _named(_run(["nft", "list", "tables"], failed), tag)]
+    out += [Leftover("qdiscs", line) for line in _named(_run(["tc", "qdisc", "show"], failed), tag)]
     out += [Leftover("containers", line) for line in _named(
-        _run(["docker", "ps", "-a", "--format", "{{.Names}} {{.Status}}"]), tag)]
+        _run(["docker", "ps", "-a", "--format", "{{.Names}} {{.Status}}"], failed), tag)]
     out += [Leftover("docker networks", line) for line in _named(
-        _run(["docker", "network", "ls", "--format", "{{.Name}}"]), tag)]
+        _run(["docker", "network", "ls", "--format", "{{.Name}}"], failed), tag)]
     return out
 
 
-def find_leftovers(run_dir: str | os.PathLike[str], shell: Shell | None = None) -> list[Leftover]:
+def find_leftovers(run_dir: str | os.PathLike[str], shell: Shell | None = None,
+                   failed: list[tuple[str, str]] | None = None) -> list[Leftover]:
     """Everything of the run still in place: processes, mounts, kernel objects by tag, and whatever
-    a ledger entry's own probe (ballast file exists, qdisc still there, rank still stopped) reports."""
+    a ledger entry's own probe (ballast file exists, qdisc still there, rank still stopped) reports.
+    Listings that failed go to ``failed`` as (tool, why)."""
     run_dir = Path(run_dir).resolve()
     ledger = Ledger(run_dir)
     out = [Leftover("processes", f"pid {p.pid}: {' '.join(_cmdline(p))[:200]}") for p in run_processes(run_dir)]
     out += [Leftover("mounts", m) for m in mounts_under([run_dir, *ledger.dirs])]
-    out += kernel_leftovers(run_tag(run_dir))
+    out += kernel_leftovers(run_tag(run_dir), failed)
     for entry, what in ledger.leftovers(shell or Shell()):
         out.append(Leftover("ledger", f"[{entry.owner}] {what}"))
     out += [Leftover("ledger", f"unreadable ledger record {u}") for u in ledger.unreadable]

@@ -22,9 +22,29 @@ class NoOrphans(Check, kind="no_orphans"):
             # No launch record: the run created nothing, so "nothing left" proves no cleanup.
             return self.inconclusive(f"run {rid} has no launch record in harness.jsonl, so there was no "
                                      f"teardown to prove; judge a run the harness launched")
-        left = [f"{item.kind}: {item.what}" for item in find_leftovers(outcome.run_dir)]
+        failed: list[tuple[str, str]] = []
+        left = [f"{item.kind}: {item.what}" for item in find_leftovers(outcome.run_dir, failed=failed)]
+        # A listing that failed is unknown, not empty, where the run could have made what it lists.
+        unknown = [why for tool, why in failed if tool in tools_used(outcome)]
         if left:
+            also = f"; and could not list: {'; '.join(unknown)}" if unknown else ""
             return self.failed(f"{len(left)} thing(s) of run {rid} left behind: {'; '.join(left)}; "
-                               f"remove them with: chaos cleanup {outcome.run_dir}", leftovers=left)
+                               f"remove them with: chaos cleanup {outcome.run_dir}{also}", leftovers=left,
+                               unlisted=unknown)
+        if unknown:
+            return self.inconclusive(f"nothing of run {rid} found, but a listing of what it used failed, so what "
+                                     f"it holds is unknown: {'; '.join(unknown)}; fix the tool (a docker daemon "
+                                     f"that is up, nft and ip as root) and run chaos cleanup --dry-run "
+                                     f"{outcome.run_dir}", unlisted=unknown)
         return self.passed(f"nothing of run {rid} left (processes, mounts, netns, links, nft tables, qdiscs, "
                            f"containers, docker networks, ledger actions)")
+
+
+def tools_used(outcome: RunOutcome) -> set[str]:
+    """The listing tools whose objects this run could have made: every command the harness ran (its
+    ``cmd`` records: ip, nft, tc, docker), and docker for a run on the docker target (the SDK, no CLI)."""
+    h = outcome.history
+    used = {str((r.get("argv") or [""])[0]).rsplit("/", 1)[-1] for r in h.of("cmd")}
+    if any(r.get("target") == "docker" for r in h.of("launch")) or h.of("docker_image"):
+        used.add("docker")
+    return used

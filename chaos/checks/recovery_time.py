@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
 
@@ -17,7 +17,17 @@ class RecoveryTimeConfig(CheckConfig):
     max_s: float | None = Field(default=None, gt=0)
     """Upper bound for a *_s metric, in seconds."""
     max: float | None = Field(default=None, ge=0)
-    """Upper bound for lost_steps (or any metric, in its unit)."""
+    """Upper bound for lost_steps (or any metric, in its unit). One of max_s and max is required."""
+
+    @model_validator(mode="after")
+    def _bounded(self) -> "RecoveryTimeConfig":
+        # A figure with no bound proves nothing: 'recovery_time: {}' once passed a 3004 s resume.
+        if self.max_s is None and self.max is None:
+            unit = "max (steps)" if self.metric == "lost_steps" else "max_s (seconds)"
+            raise ValueError(f"recovery_time of {self.metric} needs a bound: set {unit}, e.g. "
+                             f"{{metric: {self.metric}, {'max: 0' if self.metric == 'lost_steps' else 'max_s: 60'}}}"
+                             f"; without one nothing is judged (the figures are in journal.json either way)")
+        return self
 
 
 class RecoveryTime(Check, kind="recovery_time"):
@@ -39,6 +49,11 @@ class RecoveryTime(Check, kind="recovery_time"):
             value = per_fault[f.label]
             if f.recovery.get("unjudgeable"):
                 return self.inconclusive(f"{f.label}: {f.recovery['unjudgeable']}", **{c.metric: per_fault})
+            if value is None and c.metric == "lost_steps" and f.recovery.get("resumed_from_step") is not None:
+                # It resumed; what is unknown is which checkpoint was durable when the fault acted.
+                return self.inconclusive(f"{f.label}: lost_steps unknown: "
+                                         f"{f.recovery.get('evidence', {}).get('lost_steps', 'no evidence')}",
+                                         **{c.metric: per_fault})
             if value is None:
                 return self.failed(f"{f.label}: {c.metric} never happened ({_missing(c.metric)})",
                                    **{c.metric: per_fault})
@@ -58,7 +73,7 @@ def _missing(metric: str) -> str:
         "restart_s": "no later attempt started (no start event, no worker spawn)",
         "resume_s": "the next attempt recorded no step (no step event, nothing matched step_regex)",
         "regain_s": "the job never got back to the step it had reached before the fault",
-        "lost_steps": "the step the next attempt resumed from is unknown (no ckpt_load and no step)",
+        "lost_steps": "no later attempt resumed: the step it resumed from is unknown (no ckpt_load and no step)",
         "requeue_s": "Slurm never ran the job again after a requeue (not a slurm target, or the job recovered "
                      "inside its allocation)",
     }[metric]

@@ -79,4 +79,29 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         if commits:
             return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save still committed "
                     f"{round(commits[0].t - t, 3)} s later: nothing was torn"), figs
+        durable = _loaded_whole(h, attempt, step, mine, t)
+        if durable is not None:
+            # Durable before the kill, unannounced: the next attempt resumed from that very save, and the
+            # harness verified it whole when the load was seen. A kill between saves, not inside one.
+            return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save was already "
+                    f"durable: attempt {durable.get('attempt')} loaded it and the harness verified it whole at the "
+                    f"load (the kill came between its last write and its ckpt_commit; shorten the trigger's "
+                    f"delay_s, or widen the write window with a save delay)"), figs
         return None, figs
+
+
+def _loaded_whole(h: Any, attempt: str, step: int, path: str, t: float) -> Any:
+    """A later attempt's ``ckpt_load`` of this save (its step, and its path where both name one) that the
+    harness's witness verified intact when the load was seen, or None."""
+    looks = [r for r in h.of("ckpt_verify") if r.get("source") == "harness" and r.get("seen") == "ckpt_load"
+             and r.get("ok") is True]
+    for load in h.of("ckpt_load"):
+        if load.t <= t or str(load.attempt) == attempt or load.step != step:
+            continue
+        where = _norm(load.get("path"))
+        if path and where and where != path:
+            continue
+        if any(_norm(r.get("path")) == where and str(r.get("attempt")) == str(load.attempt)
+               and r.get("t_event") == load.t for r in looks) and where:
+            return load
+    return None

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from chaos.errors import ExperimentError, UsageError
-from chaos.experiment import load_experiment
+from chaos.experiment import Experiment, load_experiment
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,13 +36,38 @@ def experiment_files(paths: list[str]) -> list[Path]:
     return out
 
 
+RESUME_CHECKS = "checkpoint_integrity: {} or recovery_time: {metric: lost_steps, max: 0}"
+
+
+def resume_unjudged(exp: Experiment) -> str | None:
+    """Why an experiment that restarts the job judges no resume, or None.
+
+    One that exists to restart the job (``completes`` with ``min_restarts``) promises a resume, and
+    a stack that retrains from step 0 after the fault passes completes, exactly_once, matches_golden
+    and replicas_agree alike. Only checkpoint_integrity (a load older than the newest commit) and
+    recovery_time on lost_steps (steps lost beyond the newest durable checkpoint) fail it."""
+    restarts = [c for c in exp.checks if c.kind == "completes" and getattr(c.config, "min_restarts", 0) >= 1]
+    if not restarts or exp.known_failure is not None:
+        return None
+    for c in exp.checks:
+        if c.kind == "checkpoint_integrity" or (c.kind == "recovery_time"
+                                                and getattr(c.config, "metric", None) == "lost_steps"):
+            return None
+    return (f"it restarts the job (completes: min_restarts {restarts[0].config.min_restarts}) but no check fails a "
+            f"restart from scratch (a stack that ignores its checkpoints passes every check listed): add "
+            f"{RESUME_CHECKS}")
+
+
 def run(args: argparse.Namespace) -> int:
     bad = 0
     files = experiment_files(args.paths)
     for path in files:
         try:
-            load_experiment(path)
+            exp = load_experiment(path)
             print(f"ok  {path}")
+            warning = resume_unjudged(exp)
+            if warning:
+                print(f"    warning: {warning}")
         except ExperimentError as exc:
             bad += 1
             for problem in exc.problems:

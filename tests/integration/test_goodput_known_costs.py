@@ -37,7 +37,7 @@ def test_the_split_adds_up_to_wall_time_and_bills_each_known_cost(tmp_path: Path
             duration_s: 12
             trigger: {{at_step: 30}}
         checks:
-          - goodput: {{}}
+          - goodput: {{min: 0.01}}
         timeout_s: 150
         """))
     report = Runner(load_experiment(path), runs_root=tmp_path / "runs").run()

@@ -104,3 +104,67 @@ def test_run_refuses_a_bad_baseline_before_running(tmp_path: Path) -> None:
     exp = Path(__file__).resolve().parents[2] / "experiments" / "baseline-ddp.yaml"
     assert main(["run", str(exp), "--baseline", str(tmp_path / "missing.json"), "--runs-dir", str(tmp_path)]) == 2
     assert not list(tmp_path.iterdir())
+
+
+# Issue 39: only what the stack did is gated; a missing experiment is not silently ungated.
+def test_where_the_fault_landed_is_reported_not_gated() -> None:
+    def landed(at: int) -> dict:
+        j = journal()
+        j["faults"][0]["recovery"].update(lost_steps=0, landed_step=at, trigger_step=17, durable_step=15,
+                                          steps_since_ckpt=at - 15)
+        return j
+
+    base = baseline_of(landed(17), landed(18), landed(17))
+    assert "kill-rank#0.steps_since_ckpt" not in figures_of(landed(24))
+    result = compare("rank-kill-ddp", [landed(24)], base)  # 9 steps past the checkpoint: timing, not the stack
+    assert not result.failed, [ch.describe() for ch in result.regressions]
+    older = landed(24)
+    older["faults"][0]["recovery"]["lost_steps"] = 5  # resumed from a checkpoint older than the newest durable one
+    assert [ch.figure for ch in compare("rank-kill-ddp", [older], base).regressions] == ["kill-rank#0.lost_steps"]
+
+
+def test_an_experiment_absent_from_the_baseline_fails_the_gate_unless_allowed() -> None:
+    from chaos.baseline import absent
+
+    refused, allowed = absent("renamed-kill"), absent("renamed-kill", allow_new=True)
+    assert refused.failed and not allowed.failed
+    assert "--allow-new" in refused.absent_message("gate/baseline.json")
+    assert "chaos baseline save" in refused.absent_message("gate/baseline.json")
+    md = markdown_summary([refused])
+    assert "**NOT IN BASELINE**" in md and "1 experiment(s) not in the baseline** (renamed-kill)" in md
+    assert "not gated (--allow-new)" in markdown_summary([allowed])
+
+
+def test_a_baseline_saved_before_lost_steps_changed_meaning_is_stale_not_missing() -> None:
+    old = baseline_of(journal())
+    del old["meaning"]  # saved when lost_steps counted the fault's timing too
+    now = journal()
+    del now["faults"][0]["recovery"]["lost_steps"]  # no ckpt_commit: the durable checkpoint is unknown
+    result = compare("rank-kill-ddp", [now], old)
+    assert result.stale == ["kill-rank#0.lost_steps"] and not result.missing and not result.failed
+    assert compare("rank-kill-ddp", [now], baseline_of(journal())).missing == ["kill-rank#0.lost_steps"]
+
+
+def test_run_with_a_baseline_that_lacks_the_experiment_fails_unless_allowed(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    fake = Path(__file__).resolve().parents[1] / "fixtures" / "fake_torchrun.py"
+    exp = tmp_path / "renamed.yaml"
+    exp.write_text(f"""name: renamed-gate
+workload:
+  command: [{sys.executable}, {fake}, --nproc, "1", --steps, "3", --ckpt-every, "5", --step-sleep, "0.01"]
+checks:
+  - completes: {{max_restarts: 0, min_step: 3}}
+timeout_s: 60
+""")
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps(baseline_of(journal())))
+    junit = tmp_path / "gate.xml"
+    assert main(["run", str(exp), "--runs-dir", str(tmp_path / "runs"), "--baseline", str(baseline),
+                 "--junit", str(junit)]) == 1
+    out = capsys.readouterr().out
+    assert "NOT IN BASELINE" in out and "--allow-new" in out
+    assert "no baseline for renamed-gate" in junit.read_text()
+    assert main(["run", str(exp), "--runs-dir", str(tmp_path / "runs"), "--baseline", str(baseline),
+                 "--allow-new"]) == 0

@@ -259,3 +259,26 @@ def test_a_command_imports_only_its_own_module_and_help_lists_every_command(caps
              "print(sorted(m for m in ('chaos.runner', 'chaos.htmlreport', 'chaos.experiment') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_validate_says_when_an_experiment_that_restarts_the_job_judges_no_resume(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 32 item 11: a stack that retrains from step 0 after the fault passed four shipped experiments."""
+    from chaos.commands.validate import resume_unjudged
+    from chaos.experiment import load_experiment
+
+    repo = Path(__file__).resolve().parents[2]
+    path = tmp_path / "restart.yaml"
+    path.write_text(f"name: restart\nworkload: {{script: {repo}/workloads/ddp.py}}\nfaults:\n"
+                    "  - {kind: kill-rank, rank: 1, trigger: {at_step: 12}}\n"
+                    "checks:\n  - completes: {min_restarts: 1}\n  - exactly_once: {}\n")
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "warning: it restarts the job (completes: min_restarts 1) but no check fails a restart from scratch" in out
+    assert "recovery_time: {metric: lost_steps, max: 0}" in out
+    path.write_text(path.read_text() + "  - recovery_time: {metric: lost_steps, max: 0}\n")
+    assert resume_unjudged(load_experiment(path)) is None
+    # Every shipped experiment that restarts the job judges its resume.
+    unjudged = {p.name: why for p in sorted((repo / "experiments").glob("*.yaml"))
+                if (why := resume_unjudged(load_experiment(p)))}
+    assert not unjudged, unjudged

@@ -178,7 +178,7 @@ def test_fault_error_is_recorded_not_raised(tmp_path: Path) -> None:
           - kind: kill-rank
             rank: 7
             trigger: {at_step: 3}
-        checks: [recovery_time]
+        checks: [{recovery_time: {max_s: 30}}]
         """)
     report = Runner(exp, runs_root=tmp_path / "runs").run()
     [fault] = report.outcome.faults

@@ -192,6 +192,7 @@ class CheckpointManager:
         events: Any = sdk,
         sleep: Callable[[float], None] = time.sleep,
         write_delay_s: float = 0.0,
+        read_delay_s: float = 0.0,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir).absolute()
         self.fmt = fmt
@@ -204,6 +205,7 @@ class CheckpointManager:
         self.events = events
         self.sleep = sleep
         self.write_delay_s = write_delay_s
+        self.read_delay_s = read_delay_s
         self.results: list[SaveResult] = []
         self._thread: threading.Thread | None = None
         self._thread_error: BaseException | None = None
@@ -238,6 +240,8 @@ class CheckpointManager:
             error = None
             step = 0
             try:
+                if self.read_delay_s:
+                    self.sleep(self.read_delay_s)  # slow storage on restore
                 step = self.fmt.load(path, app, self.comm)
             except recoverable() as exc:  # any rank's failure rejects the candidate on all ranks
                 error = _describe(exc, self.comm.rank)

@@ -73,6 +73,9 @@ class TrainConfig:
     ckpt_write_delay_s: float = 0.0
     """Seconds each save waits after writing its files and before sealing them: a stand-in for slow storage that widens the window in which a kill tears a save, whatever the machine's speed."""
 
+    ckpt_read_delay_s: float = 0.0
+    """Seconds each checkpoint load waits before reading: a stand-in for slow storage on restore (ci/bench/gate_noise.py's slowed restore)."""
+
     async_save: bool = False
     """Stage the state in CPU memory and write it in a background thread (same commit guarantees)."""
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from truth import Params, Truth, checks_for, play  # noqa: E402
 
-from chaos.outcome import CheckResult, judge_protocol  # noqa: E402
+from chaos.outcome import CheckResult, FaultRecord, judge_protocol  # noqa: E402
 from chaos.registry import CHECKS  # noqa: E402
 
 PROTOCOL = "event_protocol"
@@ -450,6 +450,23 @@ def hang_outlasted(t: Truth) -> Truth | None:
     m = _copy(t)
     hang = next(f for f in m.faults if f.kind == "hang-rank")
     hang.t_release = hang.t_inject + 1.0
+    return m
+
+
+@operator("detection", item="32.8")
+def hang_credited_with_later_kill(t: Truth) -> Truth | None:
+    """Nobody noticed the hang; a scripted kill of rank 0 came later, and its victim's exit and the
+    restart it caused are all that followed."""
+    if t.params.scenario != "hang":
+        return None
+    m = _copy(t)
+    hang = next(f for f in m.faults if f.kind == "hang-rank")
+    exits = [r for r in m.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0"]
+    first = min(exits, key=lambda r: r["t"])
+    rank0 = next(r for r in exits if r["rank"] == 0)
+    m.faults.append(FaultRecord(len(m.faults), "kill-rank", f"kill-rank#{len(m.faults)}", first["t"] - 0.05,
+                                details={"rank": 0, "pids": [rank0["worker_pid"]], "trigger": "at_time"},
+                                t_revert=first["t"] - 0.05))
     return m
 
 

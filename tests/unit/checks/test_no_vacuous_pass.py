@@ -15,7 +15,8 @@ from chaos.events import History
 from chaos.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults
 from chaos.registry import CHECKS
 
-REQUIRED_CONFIG: dict[str, dict[str, Any]] = {"detection": {"max_s": 30}}
+REQUIRED_CONFIG: dict[str, dict[str, Any]] = {"detection": {"max_s": 30}, "recovery_time": {"max_s": 60},
+                                              "goodput": {"min": 0.01}}
 """The fields a check cannot do without; every other field keeps its default."""
 
 ARGS = {"steps": 6, "ckpt_every": 2}

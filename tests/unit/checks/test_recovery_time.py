@@ -181,3 +181,45 @@ def test_the_step_rate_while_a_fault_acts_against_before_it() -> None:
     assert rate == {"before": 1.0, "during": 0.5, "ratio": 0.5, "window_s": 8.0}
     few = History([{"ev": "start", "t": 0.5, "attempt": "0.0", "rank": 0}, *steps[:2]])
     assert compute_recovery(few, fault)["step_rate"] is None  # too little to know the normal rate
+
+
+def test_a_recovery_time_or_goodput_check_without_a_bound_is_refused_when_the_experiment_is_read() -> None:
+    """Issue 32 item 17: 'recovery_time: {}' passed a 3004 s resume and 'goodput: {}' 0.7 % goodput."""
+    import pytest
+    from pydantic import ValidationError
+
+    from chaos.checks.goodput import GoodputConfig
+
+    with pytest.raises(ValidationError, match=r"recovery_time of resume_s needs a bound: set max_s"):
+        RecoveryTimeConfig()
+    with pytest.raises(ValidationError, match=r"recovery_time of lost_steps needs a bound: set max \(steps\)"):
+        RecoveryTimeConfig(metric="lost_steps")
+    with pytest.raises(ValidationError, match=r"goodput needs a bound: set min"):
+        GoodputConfig()
+    assert RecoveryTimeConfig(metric="lost_steps", max=0).max == 0 and GoodputConfig(min=0.5).min == 0.5
+
+
+def test_a_restart_that_was_spawned_but_never_joined_is_no_restart(sim, outcome_of) -> None:
+    """Issue 32 item 13: the next attempt spawned, never sent start, was named stuck: restart_s 1.2 PASSed."""
+    from histsim import Cursor
+
+    sim.start("0.0")
+    sim.train("0.0", 1, 8, Cursor(16), ckpt_every=3)
+    t_kill = sim.t + 0.5
+    sim.t += 1.0
+    for rank in (1, 0):
+        sim.records.append({"ev": "worker_exit", "t": sim.t, "source": "harness", "worker_pid": 100 + rank,
+                            "attempt": "0.0", "rank": rank})
+    sim.t += 1.2
+    for rank in (0, 1):
+        sim.records.append({"ev": "worker_spawn", "t": sim.t, "source": "harness", "worker_pid": 200 + rank,
+                            "attempt": "0.1", "rank": rank, "generation": 1})
+    sim.records.append({"ev": "stuck", "t": sim.t + 30, "source": "harness", "attempt": "0.1"})
+    fault = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=t_kill, details={"pids": [101]})
+    figures = compute_recovery(sim.history(), fault)
+    assert figures["restart_s"] is None and figures["attempt_after"] == "0.1"
+    assert "no rank of it sent start: it never joined" in figures["evidence"]["restart_s"]
+    fault.recovery = figures
+    result = RecoveryTime(RecoveryTimeConfig(metric="restart_s", max_s=30)).evaluate(
+        outcome_of(sim.history(), faults=[fault]))
+    assert result.verdict == "fail" and "restart_s never happened" in result.reason

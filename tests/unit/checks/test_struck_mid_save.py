@@ -71,3 +71,16 @@ def test_a_commit_spelled_differently_from_every_begin_still_counts() -> None:
         {"ev": "ckpt_commit", "t": 99.5, "attempt": "0.0", "rank": 0, "step": 10, "path": "relative/step_10",
          "bytes": 1, "seconds": 0.4}])
     assert r.verdict == "fail" and "committed 0.5 s before it struck" in r.reason, r.reason
+
+
+def test_a_kill_after_the_save_was_durable_but_before_its_commit_was_written_fails() -> None:
+    """Issue 32 item 10: the next attempt loads that very save, verified whole: nothing was torn."""
+    load = {"ev": "ckpt_load", "t": 105.0, "attempt": "0.1", "rank": 0, "step": 20, "path": "/c/20"}
+    look = {"ev": "ckpt_verify", "t": 105.2, "source": "harness", "seen": "ckpt_load", "path": "/c/20",
+            "attempt": "0.1", "t_event": 105.0, "ok": True, "step": 20}
+    r = judge(save(20, 99.6) + [load, look])
+    assert r.verdict == "fail" and "was already durable: attempt 0.1 loaded it" in r.reason
+    # Without the harness's look it could be a torn save the stack loaded anyway: not this check's finding.
+    assert judge(save(20, 99.6) + [load]).verdict == "pass"
+    # A look that found it invalid: the save was torn.
+    assert judge(save(20, 99.6) + [load, {**look, "ok": False}]).verdict == "pass"

@@ -90,7 +90,7 @@ class Truth:
         history = self.history()
         faults = [replace(f, details=dict(f.details), recovery={}) for f in self.faults]
         for f in faults:
-            f.recovery = compute_recovery(history, f)
+            f.recovery = compute_recovery(history, f, others=[o for o in faults if o is not f])
         golden, error = dict(self.golden), self.golden_error
 
         def summary() -> dict[str, Any]:

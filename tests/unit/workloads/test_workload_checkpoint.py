@@ -115,6 +115,16 @@ def test_resume_restores_everything_so_training_continues_bit_exact(tmp_path: Pa
     assert digest(fresh) == expected  # model, optimizer, scheduler, sampler and dropout RNG restored
 
 
+def test_a_slow_restore_waits_before_each_load_and_not_on_a_fresh_start(tmp_path: Path) -> None:
+    """ckpt_read_delay_s: the slowed restore ci/bench/gate_noise.py gates against a baseline (issue 39)."""
+    mgr, _, _ = manager(tmp_path)
+    mgr.save(3, make_app())
+    slow, _, sleeps = manager(tmp_path, read_delay_s=2.5)
+    assert slow.resume(make_app())[0] == 3 and sleeps == [2.5]
+    fresh, _, sleeps = manager(tmp_path / "empty", read_delay_s=2.5)
+    assert fresh.resume(make_app()) == (0, None) and sleeps == []
+
+
 def test_fresh_start_and_leftovers_are_cleaned(tmp_path: Path) -> None:
     ckpt = tmp_path / "ckpt"
     (ckpt / ".tmp-step_000010-abcd").mkdir(parents=True)
