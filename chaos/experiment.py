@@ -6,6 +6,7 @@ import hashlib
 import importlib.metadata
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
@@ -155,12 +156,15 @@ class Experiment:
     def workload_hash(self) -> str:
         """Identity of the training config alone (for the golden cache): script bytes, args, world shape."""
         h = hashlib.sha256()
-        script = self.resolve_script()
-        if script is not None:
+        scripts = [self.resolve_script()] if self.workload.script is not None else self._command_files()
+        for script in scripts:
+            if script is None:
+                continue
             h.update(script.read_bytes())
-            # The script's own modules beside it (e.g. workloads/trainkit/): a change there changes
-            # what a fault-free run computes just as much as a change to the script itself.
-            for helper in sorted(script.parent.rglob("*.py")):
+            # The script's own modules and config files beside it (e.g. workloads/trainkit/, a YAML
+            # the script reads): a change there changes what a fault-free run computes just as much
+            # as a change to the script itself.
+            for helper in _beside(script):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
         payload = self.workload.model_dump(exclude={"join_timeout_s", "stall_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits"})
@@ -173,11 +177,78 @@ class Experiment:
         threads = {k: os.environ[k] for k in THREAD_ENV if k in os.environ}
         if threads:
             payload["threads"] = threads
+        # The device and its numeric settings: another GPU set, TF32 or a cuBLAS workspace changes the sums.
+        device = {k: os.environ[k] for k in DEVICE_ENV if k in os.environ}
+        if device:
+            payload["device_env"] = device
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
-        version = installed_version("torch")
-        if version is not None:
-            h.update(version.encode())
+        # The stack's own packages compute the run as much as the script does (an upgraded Trainer
+        # changes its sampler, its scheduler, its defaults).
+        for dist in STACK_PACKAGES:
+            version = installed_version(dist)
+            if version is not None:
+                h.update(f"{dist}=={version};".encode())
         return h.hexdigest()[:16]
+
+    def _command_files(self) -> list[Path]:
+        """The scripts and config files a ``command:`` workload names (its own files, never the
+        interpreter or launcher), where they exist: relative to its cwd or to the experiment file."""
+        out: list[Path] = []
+        cwd = self.workload.cwd if self.workload.cwd and "{" not in self.workload.cwd else None
+        for arg in self.workload.command or []:
+            if "{" in arg:
+                continue
+            for candidate in _arg_paths(arg):
+                if candidate.suffix not in SOURCE_SUFFIXES:
+                    continue
+                found = None
+                if candidate.is_absolute():
+                    found = candidate if candidate.is_file() else None
+                else:
+                    for base in ([Path(cwd).expanduser()] if cwd else []) + [self.source.parent]:
+                        if (base / candidate).is_file():
+                            found = (base / candidate).resolve()
+                            break
+                if found is not None and found not in out:
+                    out.append(found)
+        return out
+
+
+SOURCE_SUFFIXES = (".py", ".sh", ".yaml", ".yml", ".json", ".toml", ".cfg", ".ini")
+"""Files beside a script (or named by a command) that are part of what it computes: code and its config."""
+STACK_PACKAGES = ("torch", "numpy", "transformers", "accelerate", "lightning", "pytorch-lightning", "torchdata",
+                  "datasets", "safetensors")
+"""Installed versions in the golden cache key: each changes what a fault-free run of the same script computes."""
+DEVICE_ENV = ("CUDA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE",
+              "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "CUDA_LAUNCH_BLOCKING")
+"""The device environment the ranks inherit that changes their numerics."""
+MAX_BESIDE_BYTES = 1 << 20
+"""A file beside the script larger than this is data, not config: not read into the key."""
+
+
+def _arg_paths(arg: str) -> list[Path]:
+    """The paths a command-line argument may name: itself, and the value of ``--flag=path``."""
+    out = [Path(arg)]
+    if arg.startswith("-") and "=" in arg:
+        out.append(Path(arg.split("=", 1)[1]))
+    return out
+
+
+def _beside(script: Path) -> list[Path]:
+    """The code beside the script and below it (its modules), and the config files in its own folder
+    (not below it: a run directory there holds JSON the runs write), none hidden, none data-sized."""
+    found = []
+    candidates = set(script.parent.rglob("*.py")) | {p for p in script.parent.iterdir() if p.suffix in SOURCE_SUFFIXES}
+    for path in sorted(candidates):
+        rel = path.relative_to(script.parent).parts
+        if path == script or any(p.startswith(".") or p == "__pycache__" for p in rel):
+            continue
+        try:
+            if path.is_file() and path.stat().st_size <= MAX_BESIDE_BYTES:
+                found.append(path)
+        except OSError:
+            continue
+    return found
 
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -214,10 +285,30 @@ class KnownFailure(BaseModel):
 
     checks: list[str] = Field(min_length=1)
     """The checks expected to FAIL; any other verdict of theirs (or a FAIL of another check) is not the known failure."""
+    signature: dict[str, str]
+    """Per check in ``checks``, a regular expression its FAIL reason must match (``re.search``): the finding
+    the failure is known by. A new bug that fails the same check for another reason is news, not this one."""
     reason: str = Field(min_length=1)
     """What the stack does wrong, and what a user changes to pass."""
     upstream: str | None = None
     """The upstream issue, when there is one."""
+
+    @model_validator(mode="after")
+    def _signed(self) -> "KnownFailure":
+        unsigned = [c for c in self.checks if c not in self.signature]
+        if unsigned:
+            raise ValueError(f"known_failure.signature has no pattern for {', '.join(unsigned)}: give each check "
+                             f"the finding it is known by, e.g. signature: {{{unsigned[0]}: 'duplicated'}} (a new bug "
+                             f"that fails the same check must not keep the gate green)")
+        extra = sorted(set(self.signature) - set(self.checks))
+        if extra:
+            raise ValueError(f"known_failure.signature names {', '.join(extra)}, which is not in known_failure.checks")
+        for check, pattern in self.signature.items():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"known_failure.signature.{check}: not a regular expression ({exc})") from None
+        return self
 
 
 class ExperimentFile(BaseModel):

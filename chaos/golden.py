@@ -120,10 +120,13 @@ class Golden:
                     cached = None
                 # A golden whose digests were taken under another digest scheme (chaos.sdk.digest_state)
                 # would fail every correct run's digest comparison: it is run again instead.
-                if isinstance(cached, dict) and cached.get("digest_version") == DIGEST_VERSION:
+                # So would one cached under another key (a hand-copied cache, a truncated hash that collided).
+                if isinstance(cached, dict) and cached.get("digest_version") == DIGEST_VERSION \
+                        and cached.get("config_hash") == key:
                     return cached
                 path.unlink()
             summary = self._run()
+            summary["config_hash"] = key  # the key it is filed under, read back and compared above
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(summary, indent=1))
             os.replace(tmp, path)

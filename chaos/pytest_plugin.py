@@ -137,13 +137,20 @@ class ExperimentItem(pytest.Item):
 def known_failure_matches(known: Any, report: Any) -> tuple[bool, str]:
     """Did the run fail exactly as the experiment's ``known_failure`` records: those checks FAIL, every
     other one PASSes, and everything was reverted? Anything else is news (a fix, or a new failure)."""
+    import re
+
     failed = sorted({r.kind for r in report.checks if r.verdict == "fail"})
     others = sorted({r.kind for r in report.checks if r.verdict not in ("pass", "fail")})
-    if failed == sorted(set(known.checks)) and not others and not report.revert_failures:
+    # The same checks failing is not enough: each must fail with the finding it is known by.
+    unlike = [f"{r.kind} failed otherwise ({r.reason[:160]!r} does not match {known.signature.get(r.kind)!r})"
+              for r in report.checks if r.verdict == "fail" and r.kind in known.signature
+              and not re.search(known.signature[r.kind], r.reason)]
+    if failed == sorted(set(known.checks)) and not others and not unlike and not report.revert_failures:
         upstream = f" ({known.upstream})" if known.upstream else ""
         return True, f"known failure of the stack: {', '.join(failed)}: {known.reason}{upstream}"
     return False, (f"the known failure ({', '.join(known.checks)} FAIL) did not happen as recorded: failed "
                    f"{', '.join(failed) or 'none'}; neither pass nor fail: {', '.join(others) or 'none'}"
+                   + "".join(f"; {u}" for u in unlike)
                    + ("; revert failures" if report.revert_failures else ""))
 
 

@@ -179,3 +179,32 @@ def test_the_golden_key_follows_torchs_version_and_thread_count_without_importin
              "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_the_golden_key_follows_a_commands_script_its_config_the_stack_and_the_device(tmp_path, monkeypatch) -> None:
+    """Issue 32 (false FAIL): a stale golden was reused after a change the key left out."""
+    import chaos.experiment
+
+    work = tmp_path / "job"
+    work.mkdir()
+    (work / "train.py").write_text("print('v1')\n")
+    (work / "config.yaml").write_text("lr: 0.1\n")
+    text = (f"name: e\nworkload: {{command: [python, train.py, --config=config.yaml], cwd: {work}}}\n"
+            "target: local\nchecks: [{completes: {min_step: 1}}]\n")
+    exp = load_experiment(tmp_path / "a.yaml", text)
+    keys = [exp.workload_hash()]
+    (work / "train.py").write_text("print('v2')\n")  # the script the command runs
+    keys.append(exp.workload_hash())
+    (work / "config.yaml").write_text("lr: 0.2\n")  # a config file it reads
+    keys.append(exp.workload_hash())
+    versions = {"transformers": "4.50.0"}
+    monkeypatch.setattr(chaos.experiment, "installed_version", lambda dist: versions.get(dist))
+    keys.append(exp.workload_hash())
+    versions["transformers"] = "4.51.0"  # the stack's own package
+    keys.append(exp.workload_hash())
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # the device's numerics
+    keys.append(exp.workload_hash())
+    assert len(set(keys)) == len(keys), keys
+    (work / "runs").mkdir()
+    (work / "runs" / "journal.json").write_text("{}")  # what runs write below it is not config
+    assert exp.workload_hash() == keys[-1]

@@ -61,3 +61,31 @@ def test_a_golden_run_that_restarted_is_no_reference(exp, tmp_path: Path, monkey
     with pytest.raises(HarnessError, match=r"golden run restarted \(2 attempts, exit 0\)"):
         golden.Golden(exp, tmp_path / "runs")()
     assert not list((tmp_path / "cache").rglob("*.json"))  # nothing cached for the next run to trust
+
+
+def test_a_cached_golden_filed_under_another_key_is_run_again(exp, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    from chaos.sdk import DIGEST_VERSION
+
+    runs = []
+    fake = _fake_runner(_records(["0.0"]))
+
+    class Counting(fake):  # type: ignore[misc, valid-type]
+        def run(self):
+            runs.append(1)
+            return super().run()
+
+    monkeypatch.setattr(runner, "Runner", Counting)
+    golden.Golden(exp, tmp_path / "runs")()
+    [cached] = (tmp_path / "cache" / "golden").glob("*.json")
+    assert json.loads(cached.read_text())["config_hash"] == exp.workload_hash()
+    golden.Golden(exp, tmp_path / "runs")()
+    assert len(runs) == 1  # read back
+    stale = {**json.loads(cached.read_text()), "config_hash": "0" * 16, "ranks": {"0": {"digest": "stale"}}}
+    cached.write_text(json.dumps(stale))
+    assert golden.Golden(exp, tmp_path / "runs")()["ranks"]["0"]["digest"] == "d0.0" and len(runs) == 2
+    cached.write_text(json.dumps({**stale, "config_hash": exp.workload_hash(), "digest_version": DIGEST_VERSION - 1}))
+    golden.Golden(exp, tmp_path / "runs")()
+    assert len(runs) == 3  # digests of another scheme are not compared either

@@ -42,12 +42,20 @@ def test_one_differing_rank_fails_and_is_named(sim, outcome_of):
 
 def test_changed_world_size_compares_the_loss(sim, outcome_of):
     finished(sim, world=1, digests={0: "c" * 64})   # the synthetic loss at step 8 is 1/8
+    # Issue 32 item 7: one final loss within tolerance is weak evidence; it passes only by name.
     result = judge(sim, outcome_of, golden(world=2, loss=0.125 * 1.02))
+    assert result.verdict == "inconclusive", result.reason
+    assert "does not prove the resume" in result.reason and "world_size_change: final_loss" in result.reason
+    result = judge(sim, outcome_of, golden(world=2, loss=0.125 * 1.02), world_size_change="final_loss")
     assert result.verdict == "pass", result.reason
     assert result.figures["comparison"] == "loss"
     assert "compared losses because the world size 1 vs golden 2" in result.reason
-    result = judge(sim, outcome_of, golden(world=2, loss=0.125 * 1.02), loss_rtol=0.01)
-    assert result.verdict == "fail"
+    assert "the weaker standard this experiment opted into" in result.reason
+    # Outside the tolerance is a proven FAIL under either standard.
+    for standard in ("inconclusive", "final_loss"):
+        result = judge(sim, outcome_of, golden(world=2, loss=0.125 * 1.02), loss_rtol=0.01,
+                       world_size_change=standard)
+        assert result.verdict == "fail"
 
 
 def test_a_failed_golden_run_is_an_error_with_its_reason(sim, outcome_of):
