@@ -96,7 +96,27 @@ class _Attempt:
     spawn: float | None = None
     joined: float | None = None
     loads: list[tuple[float, int]] = field(default_factory=list)
-    steps: dict[int, float] = field(default_factory=dict)
+    steps: list[tuple[float, int]] = field(default_factory=list)
+    """Every rank's step records, (time, step), in time order."""
+
+    def runs(self) -> tuple[list[tuple[float, float]], list[dict[int, float]]]:
+        """The attempt's in-process reloads (a rollback: a ckpt_load after its first step), each as (first,
+        last) rank's load time, and its steps split at them: before the first reload, between reloads,
+        after the last. Each part maps a step to when its first rank reported it; a step trained again
+        after a rollback is in a later part."""
+        first_step = self.steps[0][0] if self.steps else None
+        times = sorted(t for t, _step in self.loads if first_step is not None and t > first_step)
+        reloads: list[list[float]] = []
+        for t in times:  # the ranks' loads of one rollback: no step reported between them
+            if reloads and not any(reloads[-1][1] < st <= t for st, _ in self.steps):
+                reloads[-1][1] = t
+            else:
+                reloads.append([t, t])
+        parts: list[dict[int, float]] = [{} for _ in range(len(reloads) + 1)]
+        for t, step in self.steps:
+            k = sum(1 for first, _last in reloads if t >= first)
+            parts[k].setdefault(step, t)
+        return [(a, b) for a, b in reloads], parts
 
 
 def _index(history: History) -> tuple[dict[str, _Attempt], list[Record]]:
@@ -118,7 +138,7 @@ def _index(history: History) -> tuple[dict[str, _Attempt], list[Record]]:
         elif ev == "ckpt_load":
             a.loads.append((t, int(r.get("step") or 0)))
         elif isinstance(r.get("step"), int):
-            a.steps[r["step"]] = min(a.steps.get(r["step"], t), t)
+            a.steps.append((t, r["step"]))
     return attempts, signs
 
 
@@ -185,19 +205,27 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
             victims = {int(p) for p in fault.details.get("pids", [])} if fault is not None else set()
             add(_first_sign(signs, sign_times, stopped_at, attempt, victims), "detection", attempt, charged)
             add(a.joined if a.joined is not None else a.spawn, "restart", attempt, charged)
-        if any(step > 0 for _t, step in loads):
-            add(max(t for t, _s in loads), "ckpt_load", attempt, segments[-1].fault if segments and n else None)
+        # The attempt's resume is its loads before its first step; a load after that is an in-process
+        # rollback, billed where it happened among the steps, not stretched back over the steps before it.
+        first_step = a.steps[0][0] if a.steps else None
+        resume = [(t, step) for t, step in loads if first_step is None or t <= first_step]
+        if any(step > 0 for _t, step in resume):
+            add(max(t for t, _s in resume), "ckpt_load", attempt, segments[-1].fault if segments and n else None)
         charged_now = segments[-1].fault if n and segments else None
-        for step, t in sorted(a.steps.items(), key=lambda kv: kv[1]):
-            steps_seen = True
-            began = cursor
-            if step <= high_water:
-                add(t, "recompute", attempt, charged_now)
-            else:
-                add(t, "productive", attempt)
-                high_water = step
-            if cursor > began:
-                step_began = began
+        reloads, parts = a.runs()
+        for k, part in enumerate(parts):
+            if k:
+                add(reloads[k - 1][1], "ckpt_load", attempt, charged_now)
+            for step, t in sorted(part.items(), key=lambda kv: kv[1]):
+                steps_seen = True
+                began = cursor
+                if step <= high_water:
+                    add(t, "recompute", attempt, charged_now)
+                else:
+                    add(t, "productive", attempt)
+                    high_water = step
+                if cursor > began:
+                    step_began = began
     add(T1, "shutdown" if finished else "unrecovered", attempts[-1] if attempts else None)
     if not steps_seen:
         problems.append("no step events: nothing to call productive (does the workload speak the protocol, or "

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+import shutil
 import signal
 import sys
 import traceback
@@ -34,6 +35,8 @@ from chaos.progress import Progress
 from chaos.registry import TARGETS
 from chaos.safety import stop_run_processes
 from chaos.shell import Shell
+from chaos.sdk import HOLDS_DIR
+from chaos.triggers.at_step import AtStep
 from chaos.triggers.base import Trigger, TriggerState
 from chaos.witness import CheckpointWitness
 
@@ -214,6 +217,7 @@ class Runner:
             run.target.prepare(run)
             for a in armed:
                 a.fault.prepare(run)
+            self._arm_holds(run, armed)
             run.log("launch", launch=run.launch_no, target=self.exp.target_kind,
                     nodes=run.target.node_count, experiment=self.exp.name)
             start = self._t0 = self.clock.mono()
@@ -432,7 +436,10 @@ class Runner:
             for due in [d for d in a.due if d <= state.now]:
                 a.due.remove(due)
                 a.fires += 1
-                records.append(self._inject(run, a))
+                try:
+                    records.append(self._inject(run, a))
+                finally:
+                    self._release_hold(run, a)
                 # The triggers polled after this one see it (in_training's gap_s).
                 self._last_inject = state.last_inject = self.clock.mono() - self._t0
             for rec, until in list(a.active):
@@ -475,9 +482,33 @@ class Runner:
         run.log("fault_revert", fault=a.fault.label, kind=a.fault.kind, index=a.fault.index,
                 errors=rec.revert_errors)
 
+    @staticmethod
+    def _hold_path(run: RunContext, a: _Armed) -> Path | None:
+        """Where an ``at_step`` fault with no delay holds its step (chaos.sdk.step waits while it exists)."""
+        if not isinstance(a.trigger, AtStep) or a.spec.trigger.delay_s:
+            return None
+        return run.run_dir / HOLDS_DIR / f"step-{a.trigger.params.at_step}"
+
+    def _arm_holds(self, run: RunContext, armed: list[_Armed]) -> None:
+        """Before launch: each rank that reports an armed ``at_step`` step waits there until the fault has
+        acted, so the fault lands at the step it asked for (issue 39). Ranks that do not speak through
+        chaos.sdk are not held; journal.json says where each fault landed either way."""
+        for a in armed:
+            path = self._hold_path(run, a)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.touch()
+
+    def _release_hold(self, run: RunContext, a: _Armed) -> None:
+        path = self._hold_path(run, a)
+        if path is not None:
+            path.unlink(missing_ok=True)
+
     def _finish(self, run: RunContext, armed: list[_Armed], records: list[FaultRecord]) -> list[str]:
         """Stop the workload and revert everything, whatever happened; every revert is attempted."""
         failures: list[str] = []
+        # No rank may wait at a held step while the run is torn down (a fault that never fired).
+        shutil.rmtree(run.run_dir / HOLDS_DIR, ignore_errors=True)
         try:
             run.target.stop(run)
             # Workers the launcher lost track of (re-parented, own session) still carry CHAOS_RUN_DIR.

@@ -142,10 +142,40 @@ def start(*, dataset_size: int | None, device: str, local_rank: int | None = Non
 
 
 def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra: Any) -> None:
-    """Optimizer step ``step`` (1-based) completed on this rank, having consumed ``samples``."""
+    """Optimizer step ``step`` (1-based) completed on this rank, having consumed ``samples``.
+
+    Where the harness holds this step (an ``at_step`` fault armed for it), the rank waits here, its
+    step reported, until the fault has acted: the fault lands at the step it asked for, not at
+    whatever step the ranks reached by the time the harness saw this one."""
     # A list (of ints, or of numpy/torch scalars that _jsonable turns into ints) is written as is.
     samples = samples if type(samples) is list else [int(s) for s in samples]
     emit("step", step=step, epoch=epoch, samples=samples, loss=float(loss), **extra)
+    holds = _holds_dir()
+    # Only a step the harness was told of is held: a process writing no events would wait for nothing.
+    if holds is not None and writer().enabled:
+        _hold(os.path.join(holds, f"step-{step}"))
+
+
+HOLDS_DIR = "holds"
+"""Below CHAOS_RUN_DIR: ``step-N`` files the harness writes for each armed ``at_step N`` fault and removes once
+the fault has acted (chaos.runner). None there: nothing is held, and a step costs no system call for it."""
+HOLD_MAX_S = 30.0
+"""The longest a rank waits at a held step: a harness that died holding it must not hang the job."""
+_holds: list[str | None] = []
+
+
+def _holds_dir() -> str | None:
+    if not _holds:  # once per process: the harness makes the folder before it launches the ranks
+        run_dir = os.environ.get(RUN_DIR_ENV)
+        path = os.path.join(run_dir, HOLDS_DIR) if run_dir else None
+        _holds.append(path if path and os.path.isdir(path) else None)
+    return _holds[0]
+
+
+def _hold(path: str) -> None:
+    deadline = time.monotonic() + HOLD_MAX_S
+    while os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def ckpt_begin(step: int, path: str, reason: str | None = None) -> None:

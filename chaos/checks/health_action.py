@@ -51,12 +51,26 @@ class HealthAction(Check, kind="health_action"):
     def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
         c, h, d = self.config, outcome.history, fault.details
         code, device, rank = d.get("code"), d.get("device"), d.get("rank")
-        writes = [r for r in h.of("xid_write") if r.get("index") == fault.index and r.get("t", 0) >= fault.t_inject - 1]
+        # This fire's writes: from its injection to the next fire of the same fault (a repeating trigger).
+        later = [f.t_inject for f in outcome.injected_faults if f.index == fault.index and f.t_inject is not None
+                 and f.t_inject > fault.t_inject]
+        until = min(later) - 1 if later else float("inf")
+        writes = [r for r in h.of("xid_write") if r.get("index") == fault.index
+                  and fault.t_inject - 1 <= r.get("t", 0) < until]
+        # The monitor's policy counts every report on the device in its window, this fire's and earlier
+        # ones' alike: replay all of them, in order, and read the decision at each of this fire's writes.
+        same = {f.index for f in outcome.injected_faults if f.kind == "xid"
+                and (f.details.get("code"), f.details.get("device")) == (code, device)}
+        mine = {id(w) for w in writes}
+        last = max((w.get("t", 0) for w in writes), default=float("-inf"))
         policy = Policy(degrading_count=c.degrading_count)
         expected = []
-        for w in writes:
+        for w in sorted((r for r in h.of("xid_write") if r.get("index") in same and r.get("t", 0) <= last),
+                        key=lambda r: r.get("t", 0)):
             policy.clock = lambda t=w["t"]: t
-            expected.append(policy.decide(code, device).action)
+            action = policy.decide(code, device).action
+            if id(w) in mine:
+                expected.append(action)
         events = [r for r in h.of("health") if r.get("code") == code and r.get("device") == device
                   and r.get("t", 0) >= fault.t_inject]
         figs: dict[str, Any] = {"code": code, "device": device, "rank": rank, "writes": len(writes),

@@ -87,10 +87,17 @@ class StragglerNamed(Check, kind="straggler_named"):
         if not named:
             return (f"no link health event while {', '.join(nodes)}'s link was degraded: is the workload's link probe "
                     f"on (workloads/ddp.py --link-probe-every 5; chaos.health.link for your own loop)?", figs)
-        wrong = [r for r in named if r.get("host") not in nodes]
+        others = [(self._window(f), [str(n) for n in f.details.get("nodes") or []]) for f in outcome.injected_faults
+                  if f.kind == "network-degrade" and f is not fault]
+        wrong = [r for r in named if r.get("host") not in nodes
+                 and not any(w0 <= r.get("t", 0) <= w1 and r.get("host") in ns for (w0, w1), ns in others)]
         if wrong:
             return (f"the link of rank {wrong[0].get('slow_rank')} on {wrong[0].get('host')} was named, but "
                     f"{', '.join(nodes)}'s was the one degraded", figs)
+        named = [r for r in named if r.get("host") in nodes]
+        if not named:
+            return (f"no link health event named {', '.join(nodes)}'s link while it was degraded (only the links "
+                    f"other network-degrade faults degraded)"), figs
         first = named[0]
         figs.update(rank=first.get("slow_rank"), detect_s=round(first["t"] - t0, 3), ratio=first.get("ratio"))
         if figs["detect_s"] > self.config.within_s:
@@ -109,10 +116,19 @@ class StragglerNamed(Check, kind="straggler_named"):
         if not named:
             return (f"no straggler health event while rank {rank} was slowed: is the workload's straggler detection "
                     f"on (workloads/ddp.py --straggler-factor 1.5; chaos.health.straggler for your own loop)?", figs)
-        wrong = [r for r in named if r.get("slow_rank") != rank]
+        # A name of another rank is wrong unless another straggler fault was slowing that rank then
+        # (two overlapping stragglers: each naming answers its own fault).
+        others = [(self._window(f), f.details.get("ranks") or []) for f in outcome.injected_faults
+                  if f.kind == "straggler" and f is not fault]
+        wrong = [r for r in named if r.get("slow_rank") != rank
+                 and not any(w0 <= r.get("t", 0) <= w1 and r.get("slow_rank") in rs for (w0, w1), rs in others)]
         if wrong:
             return f"rank {wrong[0].get('slow_rank')} was named, but rank {rank} was the one slowed", figs
-        first = named[0]
+        mine = [r for r in named if r.get("slow_rank") == rank]
+        if not mine:
+            return (f"no straggler health event named rank {rank} while it was slowed (only the ranks other "
+                    f"straggler faults slowed: {sorted({str(r.get('slow_rank')) for r in named})})"), figs
+        first = mine[0]
         figs.update(detect_s=round(first["t"] - t0, 3), ratio=first.get("ratio"))
         if figs["detect_s"] > c.within_s:
             return f"named {figs['detect_s']} s after the slowdown began (bound {c.within_s:g} s)", figs

@@ -95,3 +95,23 @@ def test_a_live_split_ends_now() -> None:
     split = compute_goodput(History(records), now=10.0)
     assert split.wall_s == 10.0 and sum(split.seconds.values()) == pytest.approx(10.0)
     assert set(split.seconds) == set(CAUSES)
+
+
+def test_an_in_process_rollback_bills_its_reload_where_it_happened() -> None:
+    """Issue 32 (false FAIL): a NaN rollback reloaded step 4 at t 9.5; everything before the reload was billed
+    as ckpt_load. Steps 1-6 at 3..8 (productive), the reload 8 -> 9.5 (ckpt_load), steps 5-6 again (recompute)
+    at 10.5, 11.5, then 7-8 (productive) at 12.5, 13.5; exit 14."""
+    records = [
+        {"ev": "launch", "t": 0.0, "source": "harness"},
+        rec("start", 2.0, rank=0), rec("start", 2.0, rank=1),
+        rec("ckpt_load", 2.5, step=0), *steps("0.0", 1, 6, 3.0),
+        rec("ckpt_load", 9.5, step=4, path="/c/4"), rec("ckpt_load", 9.5, rank=1, step=4, path="/c/4"),
+        *steps("0.0", 5, 8, 10.5),
+        rec("final", 13.8, step=8, digest="d"),
+        {"ev": "exit", "t": 14.0, "code": 0, "source": "harness"},
+    ]
+    split = compute_goodput(History(records))
+    assert not split.problems
+    assert split.seconds["ckpt_load"] == pytest.approx(1.5)
+    assert split.seconds["productive"] == pytest.approx(1.0 + 6.0 - 1.0 + 2.0)  # to step 1 at 3, 2..6, then 7, 8
+    assert split.seconds["recompute"] == pytest.approx(2.0)

@@ -55,7 +55,9 @@ def test_kill_rank_is_injected_at_the_step_and_recovery_is_timed(tmp_path: Path)
     commits = [r["step"] for r in report.outcome.history.of("ckpt_commit", attempt="0.0")]
     assert commits and rec["resumed_from_step"] == max(commits) and rec["resumed_from_step"] % 5 == 0
     # Resumed from the newest durable checkpoint: nothing lost, wherever the kill landed (issue 39).
-    assert rec["lost_steps"] == 0 and rec["trigger_step"] == 12 and rec["landed_step"] >= 12
+    # The ranks waited at step 12 until the kill had acted (chaos.sdk.step's hold): it landed exactly there.
+    assert rec["lost_steps"] == 0 and rec["trigger_step"] == 12 and rec["landed_step"] == 12
+    assert not (report.run_dir / "holds").exists()
     assert rec["steps_since_ckpt"] == rec["landed_step"] - rec["durable_step"] >= 0
     assert 0 <= rec["detect_s"] <= rec["restart_s"] <= rec["resume_s"] <= rec["regain_s"]
     journal = json.loads((report.run_dir / "journal.json").read_text())

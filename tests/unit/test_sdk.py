@@ -129,3 +129,34 @@ def test_the_sdk_still_imports_neither_torch_nor_numpy() -> None:
     probe = "import sys, chaos.sdk; print('torch' in sys.modules, 'numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"], out.stdout + out.stderr
+
+
+def test_a_held_step_waits_until_the_harness_releases_it(tmp_path, monkeypatch) -> None:
+    """Issue 39: an at_step fault lands at its step; the rank waits after reporting it, boundedly."""
+    import threading
+    import time
+
+    events = tmp_path / "events"
+    (tmp_path / sdk.HOLDS_DIR).mkdir()
+    hold = tmp_path / sdk.HOLDS_DIR / "step-3"
+    hold.touch()
+    monkeypatch.setenv(sdk.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(sdk, "_holds", [])
+    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(events)))
+    t0 = time.monotonic()
+    sdk.step(2, epoch=0, samples=[1], loss=0.5)  # not held
+    assert time.monotonic() - t0 < 0.5
+    threading.Timer(0.3, hold.unlink).start()
+    t0 = time.monotonic()
+    sdk.step(3, epoch=0, samples=[2], loss=0.4)
+    assert 0.25 <= time.monotonic() - t0 < 5
+    hold.touch()
+    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(None))  # writing no events: the harness sees no step
+    t0 = time.monotonic()
+    sdk.step(3, epoch=0, samples=[2], loss=0.4)
+    assert time.monotonic() - t0 < 0.5
+    monkeypatch.setattr(sdk, "_writer", sdk.EventWriter(str(events)))
+    monkeypatch.setattr(sdk, "HOLD_MAX_S", 0.2)  # a harness that died holding it: the rank goes on
+    t0 = time.monotonic()
+    sdk.step(3, epoch=0, samples=[2], loss=0.4)
+    assert 0.15 <= time.monotonic() - t0 < 2

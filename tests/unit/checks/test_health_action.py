@@ -106,3 +106,33 @@ def test_each_host_has_its_own_device_0(tmp_path):
     for host in ("node0", "node1", "node1"):
         add_exclusion(path, {"device": 0, "host": host, "code": 79})
     assert [(e["host"], e["device"]) for e in read_exclusions(path)] == [("node0", 0), ("node1", 0)]
+
+
+def test_one_degrading_fault_fired_three_times_is_judged_with_the_policy_that_counted_all_three(sim, outcome_of):
+    """Issue 32 (false FAIL): the third report was judged with a fresh policy ('alert'), failing a monitor
+    that escalated to a checkpoint exactly as its policy says."""
+    from histsim import Cursor
+
+    sim.start("0.0")
+    cursor = sim.train("0.0", 1, 10, Cursor(16))
+    faults = []
+    for n, action in enumerate(["alert", "alert", "checkpoint"]):
+        t0 = sim.t + 0.5
+        sim.t += 1.0
+        sim.records.append({"ev": "xid_write", "t": sim.t, "index": 0, "source": "harness"})
+        sim.emit("health", "0.0", 1, source="file", code=92, device=1, action=action)
+        faults.append(FaultRecord(index=0, kind="xid", label="xid#0", t_inject=t0,
+                                  details={"code": 92, "device": 1, "rank": 1, "action": "alert"}))
+        cursor = sim.train("0.0", 11 + n, 11 + n, cursor)
+    sim.emit("ckpt_begin", "0.0", 0, step=13, path="/ckpt/step_000013", reason="health")
+    sim.emit("ckpt_commit", "0.0", 0, step=13, path="/ckpt/step_000013", bytes=10, seconds=0.1)
+    outcome = outcome_of(sim.history(), args={"steps": 90, "ckpt_every": 40}, faults=faults)
+    result = HealthAction(HealthActionConfig(within_s=30)).evaluate(outcome)
+    assert result.verdict == "pass", result.reason
+    # A monitor that never escalated still fails: the third report required a checkpoint.
+    for r in sim.records:
+        if r.get("action") == "checkpoint":
+            r["action"] = "alert"
+    outcome = outcome_of(sim.history(), args={"steps": 90, "ckpt_every": 40}, faults=faults)
+    result = HealthAction(HealthActionConfig(within_s=30)).evaluate(outcome)
+    assert result.verdict == "fail" and "requires 'checkpoint'" in result.reason, result.reason

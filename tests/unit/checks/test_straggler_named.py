@@ -90,3 +90,21 @@ def test_eject_needs_the_exclusion_and_the_relaunch(tmp_path: Path) -> None:
     records.append({"ev": "launch", "t": 105.0, "excluded": [1], "nproc_per_node": 1, "source": "harness"})
     r = judge(records, run_dir=tmp_path, eject=True)
     assert r.verdict == "pass" and "ejected" in r.reason and r.figures["straggler#0"]["relaunch_s"] == 2.0
+
+
+def test_two_overlapping_stragglers_each_named_pass_and_a_third_rank_named_fails() -> None:
+    """Issue 32 (false FAIL): the correct naming of the second straggler was called wrong for the first."""
+    first = slowed(1)
+    second = FaultRecord(index=1, kind="straggler", label="straggler#1", t_inject=104.0, t_release=112.0,
+                         details={"ranks": [2], "pids": [12]})
+    o = make_outcome(History([named(103.0, 1), named(105.0, 2)]), faults=[first, second])
+    r = StragglerNamed(StragglerNamedConfig()).evaluate(o)
+    assert r.verdict == "pass", r.reason
+    # A rank no fault slowed is still a wrong name.
+    o = make_outcome(History([named(103.0, 1), named(105.0, 2), named(106.0, 0)]), faults=[first, second])
+    r = StragglerNamed(StragglerNamedConfig()).evaluate(o)
+    assert r.verdict == "fail" and "rank 0 was named" in r.reason
+    # Only the other fault's rank named while the first was slowed: the first was never noticed.
+    o = make_outcome(History([named(105.0, 2)]), faults=[first, second])
+    r = StragglerNamed(StragglerNamedConfig()).evaluate(o)
+    assert r.verdict == "fail" and "no straggler health event named rank 1" in r.reason
