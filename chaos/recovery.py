@@ -76,7 +76,9 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
             return None
         ev = r.get("ev")
         if ev in REACTION_EVENTS:
-            return r
+            if _answers(r, fault):
+                return r
+            continue
         if next_other is not None and t >= next_other:
             continue
         if ev in ("worker_spawn", "start") and str(r.get("attempt")) != before:
@@ -85,6 +87,27 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
                 and (normal_end is None or t < normal_end):
             return r
     return None
+
+
+SILENT_KINDS = ("hang-rank", "partition")
+"""Faults no workload event names: only a worker exit or a new attempt shows the job noticed them."""
+
+
+def _answers(r: Record, fault: FaultRecord) -> bool:
+    """Does this health / ckpt_error / ckpt_reject event answer ``fault``, not some other trouble? An XID's
+    health event names its code and device; a slow link's is a link event, a straggler's names the slowed
+    rank; a hang or partition is named by no event (an unrelated straggler alert is not its detection).
+    Other kinds (checkpoint and storage faults) are answered by any of them, as before."""
+    ev, d = r.get("ev"), fault.details
+    if fault.kind in SILENT_KINDS:
+        return False
+    if fault.kind == "xid":
+        return ev == "health" and str(r.get("code")) == str(d.get("code")) and str(r.get("device")) == str(d.get("device"))
+    if fault.kind == "network-degrade":
+        return ev == "health" and r.get("source") == "link"
+    if fault.kind == "straggler":
+        return ev == "health" and r.get("source") == "straggler" and r.get("slow_rank") in (d.get("ranks") or [])
+    return True
 
 
 def compute_recovery(history: History, fault: FaultRecord, until: float | None = None,

@@ -470,6 +470,23 @@ def hang_credited_with_later_kill(t: Truth) -> Truth | None:
     return m
 
 
+@operator("detection", item="32.9")
+def unrelated_alert_credited(t: Truth) -> Truth | None:
+    """Nobody noticed the hang (the harness released it; only then did the workers exit); a straggler alert
+    about another rank, unrelated to it, came while it lasted."""
+    if t.params.scenario != "hang":
+        return None
+    m = _copy(t)
+    hang = next(f for f in m.faults if f.kind == "hang-rank")
+    exits = [r for r in m.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0"]
+    hang.t_release = min(r["t"] for r in exits) - 0.1
+    m.records.append({"ev": "health", "t": hang.t_inject + 0.5, "mono": hang.t_inject + 0.5, "pid": 4000, "host": "h",
+                      "rank": 0, "world_size": t.params.world, "attempt": "0.0", "source": "straggler",
+                      "code": "slow_rank", "device": 0, "action": "alert", "slow_rank": 0, "ratio": 1.6})
+    m.records.sort(key=lambda r: r["t"])
+    return m
+
+
 def verdict_of(kind: str, config: dict[str, Any], truth: Truth) -> CheckResult:
     """One check's verdict over a truth (or a lie), as the runner would judge it."""
     outcome = truth.outcome()

@@ -223,3 +223,20 @@ def test_a_restart_that_was_spawned_but_never_joined_is_no_restart(sim, outcome_
     result = RecoveryTime(RecoveryTimeConfig(metric="restart_s", max_s=30)).evaluate(
         outcome_of(sim.history(), faults=[fault]))
     assert result.verdict == "fail" and "restart_s never happened" in result.reason
+
+
+def test_an_xid_nobody_monitored_is_not_detected_by_an_unrelated_alert(sim) -> None:
+    """Issue 32 item 9: an XID 79 on device 1 was 'detected' by a straggler alert about rank 0."""
+    from histsim import Cursor
+
+    sim.start("0.0")
+    sim.train("0.0", 1, 8, Cursor(16))
+    t0 = sim.t + 0.5
+    fault = FaultRecord(index=0, kind="xid", label="xid#0", t_inject=t0, details={"code": 79, "device": 1, "rank": 1})
+    sim.t += 1.0
+    sim.emit("health", "0.0", 0, source="straggler", code="slow_rank", device=0, action="alert", slow_rank=0)
+    sim.emit("health", "0.0", 1, source="file", code=13, device=1, action="restart")  # another XID code
+    assert compute_recovery(sim.history(), fault)["detect_s"] is None
+    sim.emit("health", "0.0", 1, source="file", code=79, device=1, action="exclude")
+    figures = compute_recovery(sim.history(), fault)
+    assert figures["detect_s"] is not None and "health" in figures["evidence"]["detect_s"]
