@@ -49,13 +49,17 @@ def summarize_finals(history: Any) -> dict[str, Any]:
             "final_loss_problem": problem}
 
 
+def finite_number(value: Any) -> bool:
+    """A real, finite number: not NaN or infinite, not null, not a bool or a string."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def _loss_at(steps: list[Any], step: int) -> tuple[float | None, str | None]:
     """The mean loss of a step's records, and what is wrong with it: a non-finite or non-numeric value
     (a diverged run; a NaN a strict encoder wrote as null) is named, never averaged or compared.
     A step that reports no loss at all has none (None, None)."""
     reported = [(r.get("rank"), r.get("loss")) for r in steps if "loss" in r]
-    bad = [(rank, loss) for rank, loss in reported
-           if isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss)]
+    bad = [(rank, loss) for rank, loss in reported if not finite_number(loss)]
     if bad:
         listing = ", ".join(f"rank {rank}: {'null' if loss is None else repr(loss)}" for rank, loss in bad[:4])
         return None, f"the loss of step {step} is not a finite number ({listing})"
@@ -155,6 +159,5 @@ class Golden:
                 f"{report.run_dir}/output.log — a reference must be one clean attempt: fix what fails without faults")
         summary = summarize_golden(o.history)
         summary["run_dir"] = str(report.run_dir)
-        summary["config_hash"] = self.experiment.workload_hash()
         summary["digest_version"] = DIGEST_VERSION
         return summary

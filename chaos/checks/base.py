@@ -62,3 +62,8 @@ class Check:
 def norm_path(path: Any) -> str:
     """A checkpoint path as one key, however an event spelled it (relative, ``..``, a link); "" for none."""
     return os.path.realpath(str(path)) if path else ""
+
+
+def rank_order(rank: str) -> tuple[int, str]:
+    """Sort key for ranks kept as strings (JSON keys): numerically, anything else after them."""
+    return (int(rank), "") if rank.lstrip("-").isdigit() else (1 << 30, rank)

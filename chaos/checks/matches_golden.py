@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from typing import Literal
 
 from pydantic import Field
 
-from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome, rank_order
 from chaos.errors import ChaosError
-from chaos.golden import summarize_finals
+from chaos.golden import finite_number, summarize_finals
 
 
 class MatchesGoldenConfig(CheckConfig):
@@ -56,7 +55,7 @@ class MatchesGolden(Check, kind="matches_golden"):
 
     def _compare_digests(self, mine: dict, golden: dict, figures: dict) -> CheckResult:
         figures["comparison"] = "digest"
-        ranks = sorted(set(mine["ranks"]) | set(golden["ranks"]), key=_rank_order)
+        ranks = sorted(set(mine["ranks"]) | set(golden["ranks"]), key=rank_order)
         blank = [f"rank {r}" for r in ranks if not (mine["ranks"].get(r) or {}).get("digest")]
         blank_golden = [f"rank {r}" for r in ranks if not (golden["ranks"].get(r) or {}).get("digest")]
         if blank or blank_golden:
@@ -108,13 +107,9 @@ def _loss_problem(summary: dict, who: str) -> str:
     if problem:
         return f"{who}: {problem}"
     loss = summary.get("final_loss")
-    if loss is not None and (isinstance(loss, bool) or not isinstance(loss, (int, float)) or not math.isfinite(loss)):
+    if loss is not None and not finite_number(loss):
         return f"{who}: the final loss is {loss!r}, not a finite number"
     return ""
-
-
-def _rank_order(rank: str) -> tuple[int, str]:
-    return (int(rank), "") if rank.lstrip("-").isdigit() else (1 << 30, rank)
 
 
 def _short(digest: object) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome, rank_order
 
 
 class ReplicasAgree(Check, kind="replicas_agree"):
@@ -26,7 +26,7 @@ class ReplicasAgree(Check, kind="replicas_agree"):
         for r in sorted(finals, key=lambda r: str(r.rank)):
             by_digest[str(r.digest)].append(str(r.rank))
         reported = {str(r.rank) for r in finals}
-        absent = sorted(({str(i) for i in range(world)} | {str(r) for r in expected}) - reported, key=_rank_order)
+        absent = sorted(({str(i) for i in range(world)} | {str(r) for r in expected}) - reported, key=rank_order)
         figures = {"attempt": attempt, "world_size": world,
                    "digests": {d[:12]: ranks for d, ranks in by_digest.items()}, "ranks_without_final": absent}
         blank = sorted(str(r.rank) for r in finals if not r.digest)
@@ -43,7 +43,3 @@ class ReplicasAgree(Check, kind="replicas_agree"):
                                **figures)
         return self.passed(f"all {world} ranks of attempt {attempt} ended with digest {next(iter(by_digest))[:12]}",
                            **figures)
-
-
-def _rank_order(rank: str) -> tuple[int, str]:
-    return (int(rank), "") if rank.lstrip("-").isdigit() else (1 << 30, rank)

@@ -80,7 +80,7 @@ def _replay_resume(t: Truth, **lie: Any) -> Truth | None:
     return play(t.params, **lie)
 
 
-def _commits(t: Truth, before_fault: bool = True) -> list[int]:
+def _commits(t: Truth) -> list[int]:
     return sorted({r["step"] for r in _of(t, "ckpt_commit", "0.0")})
 
 
