@@ -155,16 +155,33 @@ class History:
                 self.records[i] = self._relabeled(r)
 
     def align_attempts(self) -> None:
-        """One attempt id per round of workers, as the harness saw the rounds.
+        """One attempt id per round of workers, as the harness saw the rounds: the attempt rule that
+        every check, figure and view reads (they all read this history).
 
-        A worker's attempt is ``launch.TORCHELASTIC_RESTART_COUNT``, but on a multi-node job only the
-        agent whose worker failed counts a restart: a peer agent that merely re-rendezvouses keeps its
-        count, so one round of ranks reports two attempts, and the peer's new processes reuse the
-        previous round's id. The harness numbers the rounds it sees (a round starts when a worker
-        appears while none of the previous round is alive: torchrun stops every worker of an agent
-        before that agent joins the next rendezvous) and logs it on ``worker_spawn`` as
-        ``generation``; every worker of a round gets the highest attempt any of them reported.
+        A record belongs to the round of workers the harness saw its process in, whatever attempt
+        the process wrote; only a process the harness never saw keeps the label it wrote. The
+        harness numbers the rounds it sees (a round starts when a worker appears while none of the
+        previous round is alive: torchrun stops every worker of an agent before that agent joins
+        the next rendezvous; under Slurm a requeue raises CHAOS_LAUNCH) and logs it on
+        ``worker_spawn`` as ``generation``; every worker of a round gets the highest attempt the
+        harness read for any of them (``launch.TORCHELASTIC_RESTART_COUNT`` from its environment).
+        Two ways a process writes the wrong label: on a multi-node job only the agent whose worker
+        failed counts a restart, so a peer that merely re-rendezvoused keeps its old count; and a
+        user's script that labels its own attempts may keep one label across a Slurm requeue. Left
+        alone, both make two rounds one attempt (the lineage would call the second an in-process
+        reload, ``0.0#1``, and a check would read the requeued job's ``final`` as the preempted one's).
         """
+        for spawn, label in self.round_labels():
+            self.set_attempt(str(spawn.get("node")), spawn["worker_pid"], label)
+        # The harness's own records of the workers: the spawn and exit of each relabelled process.
+        for i, r in enumerate(self.records):
+            if r.get("ev") in ("worker_spawn", "worker_exit"):
+                label = self.relabel.get((str(r.get("node")), r.get("worker_pid")))  # type: ignore[arg-type]
+                if label is not None and r.get("attempt") != label:
+                    self.records[i] = r.relabeled(label)
+
+    def round_labels(self) -> list[tuple[Record, str]]:
+        """Each ``worker_spawn`` the harness logged, with the attempt of its round (see ``align_attempts``)."""
         spawns = [r for r in self.of("worker_spawn") if isinstance(r.get("generation"), int)
                   and isinstance(r.get("worker_pid"), int) and isinstance(r.get("attempt"), str)]
         labels: dict[int, str] = {}
@@ -172,16 +189,7 @@ class History:
             g = r["generation"]
             if g not in labels or attempt_key(r["attempt"]) > attempt_key(labels[g]):
                 labels[g] = r["attempt"]
-        for r in spawns:
-            label = labels[r["generation"]]
-            if r["attempt"] != label:
-                self.set_attempt(str(r.get("node")), r["worker_pid"], label)
-        # The harness's own records of the workers: the spawn and exit of each relabelled process.
-        for i, r in enumerate(self.records):
-            if r.get("ev") in ("worker_spawn", "worker_exit"):
-                label = self.relabel.get((str(r.get("node")), r.get("worker_pid")))  # type: ignore[arg-type]
-                if label is not None and r.get("attempt") != label:
-                    self.records[i] = r.relabeled(label)
+        return [(r, labels[r["generation"]]) for r in spawns]
 
     def of(self, *evs: str, attempt: str | None = None) -> list[Record]:
         return [

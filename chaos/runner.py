@@ -412,11 +412,10 @@ class Runner:
                 label = self._round_label.get(w.generation)
                 if label is None or attempt_key(reported) > attempt_key(label):
                     label = self._round_label[w.generation] = reported
-                # One round, one attempt (History.align_attempts): a peer agent that only
-                # re-rendezvoused reports its old restart count; relabel what its ranks write.
+                # One round, one attempt (the rule of History.align_attempts): what a rank writes
+                # belongs to the round the harness saw it in, whatever attempt it wrote.
                 for m in self._round_members[w.generation]:
-                    if m.attempt(run.launch_no) != label:
-                        run.history.set_attempt(m.node, m.pid, label)
+                    run.history.set_attempt(m.node, m.pid, label)
                 progress.spawn(label, self.clock.mono() - self._t0,
                                ((m.node, m.rank) for m in self._round_members[w.generation]))
                 run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,

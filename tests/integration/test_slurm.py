@@ -176,5 +176,12 @@ def test_a_workload_that_does_not_save_on_sigterm_fails_saved_on_preempt_naming_
     figs = saved.figures["preempt#0"]
     assert figs["lost_steps"] > 0 and figs["resumed_from_step"] in (20, 30), detail
     assert f"steps {figs['resumed_from_step'] + 1}..{figs['last_step']}" in saved.reason, detail
+    # The fixture wrote attempt 0.0 in the requeued job too: judged as the launch the harness saw it in.
+    from chaos.events import History
+
+    starts = History.from_run_dir(report.run_dir).of("start")
+    requeued = [r for r in starts if r.get("attempt_reported") == "0.0"]
+    assert requeued and all(str(r["attempt"]).startswith("1.") for r in requeued), starts
+    assert figs["attempt"] == "0.0", detail
     assert report.exit_code == 1
     _assert_nothing_left(report.run_dir)

@@ -93,4 +93,30 @@ def test_align_attempts_leaves_consistent_rounds_alone() -> None:
                  _ev("start", "local", 20, "0.1", 6.0)])
     h.align_attempts()
     assert [r["attempt"] for r in h.of("start")] == ["0.0", "0.1"]
-    assert not h.relabel
+    assert not any("attempt_reported" in r for r in h.records)
+
+
+def test_a_script_that_keeps_its_label_across_a_requeue_gets_two_attempts() -> None:
+    """Issue 32 item 19: a user's script writes attempt 0.0 in the job Slurm requeued too; the harness saw
+    its processes in launch 1 (CHAOS_LAUNCH grew), so they are attempt 1.0 for every check and view."""
+    from chaos.events import History
+    from chaos.lineage import rebuild_lineage
+
+    h = History([
+        _spawn("n0", 10, "0.0", 0, 1.0), _ev("start", "n0", 10, "0.0", 2.0),
+        _ev("step", "n0", 10, "0.0", 3.0, step=1, epoch=0, samples=[0]),
+        _ev("ckpt_commit", "n0", 10, "0.0", 4.0, step=1, path="/c/1"),
+        _spawn("n0", 20, "1.0", 1, 5.0), _ev("start", "n0", 20, "0.0", 6.0),
+        _ev("ckpt_load", "n0", 20, "0.0", 6.5, step=1, path="/c/1"),
+        _ev("step", "n0", 20, "0.0", 7.0, step=2, epoch=0, samples=[1]),
+        _ev("final", "n0", 20, "0.0", 8.0, step=2),
+    ])
+    h.align_attempts()
+    assert [(r["pid"], r["attempt"]) for r in h.of("start")] == [(10, "0.0"), (20, "1.0")]
+    assert [r["attempt"] for r in h.of("final")] == ["1.0"] and h.final_attempt() == "1.0"
+    assert not h.of("final", attempt="0.0")
+    lineage = rebuild_lineage(h)
+    assert [link.segment.name for link in lineage.links] == ["0.0", "1.0"], lineage.describe()
+    # A process the harness never saw keeps the label it wrote.
+    h.add([_ev("step", "n0", 99, "0.0", 9.0, step=3, epoch=0, samples=[2])])
+    assert h.of("step")[-1]["attempt"] == "0.0"

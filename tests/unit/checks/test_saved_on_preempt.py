@@ -5,6 +5,7 @@ from __future__ import annotations
 from histsim import Cursor
 
 from chaos.checks.base import FaultRecord
+from chaos.events import History
 from chaos.checks.saved_on_preempt import SavedOnPreempt, SavedOnPreemptConfig
 from chaos.recovery import compute_recovery
 
@@ -100,3 +101,39 @@ def test_a_save_after_the_preemption_not_marked_as_one_proves_nothing(sim, outco
     assert "not marked as a save on SIGTERM" in result.reason and "reason='preempt'" in result.reason
     # With a bound on lost steps the question is the bound, which no lost step meets.
     assert judge(sim, outcome_of, fault, max_lost_steps=2).verdict == "pass"
+
+
+def _requeued_with_one_label(sim, *, saves: bool):
+    """The issue's case (issue 32 item 19): the user's script labels both Slurm jobs ``0.0``; the
+    harness saw the first job's ranks in launch 0 and the requeued job's in launch 1."""
+    fault = preempted(sim, saves=saves)
+    records = []
+    for r in sim.records:
+        r = dict(r)
+        if r["attempt"] == "1.0":
+            r["attempt"], r["pid"] = "0.0", r["pid"] + 100   # the new job's processes, old label
+        records.append(r)
+    first = min(r["t"] for r in records)
+    restart = min(r["t"] for r in records if r["pid"] >= 200)
+    for rank in range(2):
+        records.append({"ev": "worker_spawn", "t": first - 0.5, "source": "harness", "node": "h",
+                        "worker_pid": 100 + rank, "rank": rank, "attempt": "0.0", "generation": 0})
+        records.append({"ev": "worker_spawn", "t": restart - 0.5, "source": "harness", "node": "h",
+                        "worker_pid": 200 + rank, "rank": rank, "attempt": "1.0", "generation": 1})
+    history = History(records)
+    history.align_attempts()
+    fault.recovery = compute_recovery(history, fault)
+    return history, fault
+
+
+def test_one_attempt_rule_across_a_requeue_that_keeps_the_scripts_label(outcome_of):
+    from histsim import Sim
+
+    history, fault = _requeued_with_one_label(Sim(), saves=True)
+    assert (fault.recovery["attempt_before"], fault.recovery["attempt_after"]) == ("0.0", "1.0")
+    result = SavedOnPreempt(SavedOnPreemptConfig()).evaluate(outcome_of(history, faults=[fault]))
+    assert result.verdict == "pass", result.reason
+
+    history, fault = _requeued_with_one_label(Sim(), saves=False)
+    result = SavedOnPreempt(SavedOnPreemptConfig()).evaluate(outcome_of(history, faults=[fault]))
+    assert result.verdict == "fail" and "5 step(s) lost" in result.reason, result.reason
