@@ -13,6 +13,15 @@ fault landed (``landed_step``, ``steps_since_ckpt``) depends on the trigger's ti
 in journal.json, never gated. An experiment the baseline has no entry for fails the gate unless the
 caller accepts new experiments (``chaos run --allow-new``): a renamed experiment must not silently
 stop being gated.
+
+Timing figures are compared at the baseline's host speed. A shared runner's speed drifts by a third
+within an hour and halves when another job takes a core; restarts and resumes (interpreter and torch
+start-up) move with it, so a baseline made in a fast hour failed unchanged code in a slow one (issue
+39). Each run records ``chaos.host_speed.probe_s`` around it; every timing figure (``*_s``) of a run
+is scaled by the baseline's median probe over the run's own (at most 1.5x either way, so a broken
+probe cannot hide a regression of more than that), the baseline's runs as well as the new ones.
+Steps and bytes are never scaled. A baseline or run without the probe is compared as measured, and
+the comparison says so.
 """
 
 from __future__ import annotations
@@ -36,6 +45,11 @@ MEANING = {"lost_steps": "beyond_durable_checkpoint"}
 counted every step run again after the fault (the fault's timing included)."""
 REL_MARGIN = 0.25
 """A median may grow by this fraction of the baseline's before it counts."""
+MAX_SPEED_SCALE = 1.5
+"""The most a timing figure is scaled for host speed, either way. On the 2-core box a busy process beside
+the run made the probe 1.6-1.8x slower but the run's timings only 1.2-1.35x (ci/bench/gate_noise.py): a
+CPU hog slows fixed work more than a job that also waits on sockets and disks. Beyond 1.5x the scaling
+would loosen the gate more than the slowdown it corrects; it also bounds what a lying probe can hide."""
 
 
 def figures_of(journal: dict[str, Any]) -> dict[str, float]:
@@ -56,6 +70,26 @@ def figures_of(journal: dict[str, Any]) -> dict[str, float]:
     if ckpt.get("bytes_median") is not None:
         out["ckpt.bytes"] = float(ckpt["bytes_median"])
     return out
+
+
+def speed_of(journal: dict[str, Any]) -> float | None:
+    """The run's host-speed probe (chaos.host_speed.probe_s, seconds: higher is slower), None if not measured."""
+    value = (journal.get("host_speed") or {}).get("probe_s")
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def is_timing(figure: str) -> bool:
+    """A figure in seconds, which moves with the host's speed (not steps, not bytes)."""
+    return figure.endswith("_s")
+
+
+def speed_scale(reference: float, probe: float) -> float:
+    """The factor that brings a timing figure measured at ``probe`` to the ``reference`` speed, bounded."""
+    return min(MAX_SPEED_SCALE, max(1 / MAX_SPEED_SCALE, reference / probe))
+
+
+def _at_speed(figures: dict[str, float], scale: float) -> dict[str, float]:
+    return {name: value * scale if is_timing(name) else value for name, value in figures.items()}
 
 
 def read_journals(paths: list[str | Path]) -> list[dict[str, Any]]:
@@ -85,15 +119,31 @@ def read_journals(paths: list[str | Path]) -> list[dict[str, Any]]:
 def build_baseline(journals: list[dict[str, Any]]) -> dict[str, Any]:
     """Group runs by experiment; only passing runs make a baseline (a failed run's figures prove nothing)."""
     experiments: dict[str, Any] = {}
+    passing: dict[str, list[dict[str, Any]]] = {}
     for j in journals:
         if j.get("exit_code") != 0 or j.get("experiment", "").endswith("-golden"):
             continue
+        passing.setdefault(j["experiment"], []).append(j)
         entry = experiments.setdefault(j["experiment"], {"runs": [], "figures": {}})
         entry["runs"].append(j["_path"])
         for name, value in figures_of(j).items():
             entry["figures"].setdefault(name, []).append(value)
     if not experiments:
         raise UsageError("none of those runs passed: a baseline is made from passing runs only")
+    for name, runs in passing.items():
+        speeds = [speed_of(j) for j in runs]
+        if all(speeds):
+            # The figures again, each run's timings at the baseline's median host speed; kept beside the
+            # figures as measured so an old reader and a run without the probe still have those.
+            reference = statistics.median(speeds)  # type: ignore[type-var]
+            entry = experiments[name]
+            entry["host_probe_s"] = speeds
+            entry["host_reference_s"] = round(reference, 4)
+            scaled: dict[str, list[float]] = {}
+            for j, speed in zip(runs, speeds):
+                for figure, value in _at_speed(figures_of(j), speed_scale(reference, speed)).items():  # type: ignore[arg-type]
+                    scaled.setdefault(figure, []).append(value)
+            entry["at_reference_speed"] = scaled
     return {"version": VERSION, "meaning": dict(MEANING), "experiments": experiments}
 
 
@@ -119,6 +169,8 @@ class FigureChange:
     bound: float
     runs: int
     base_runs: int
+    measured: float | None = None
+    """The median as measured, where ``now`` is scaled to the baseline's host speed (timing figures)."""
 
     @property
     def regressed(self) -> bool:
@@ -130,8 +182,10 @@ class FigureChange:
         return f"{(self.now - self.base) / self.base * 100:+.0f} %" if self.base else "new"
 
     def describe(self) -> str:
+        measured = (f", {_fmt(self.measured)} as measured" if self.measured is not None
+                    and _fmt(self.measured) != _fmt(self.now) else "")
         return (f"{self.figure} {_fmt(self.now)} vs baseline {_fmt(self.base)} ({self.change}, bound "
-                f"{_fmt(self.bound)}; median of {self.runs} run(s) vs {self.base_runs})")
+                f"{_fmt(self.bound)}; median of {self.runs} run(s) vs {self.base_runs}{measured})")
 
 
 @dataclass
@@ -148,6 +202,9 @@ class Comparison:
     """The baseline has no entry for this experiment: none of its figures were gated."""
     allow_new: bool = False
     """An absent experiment is accepted (``--allow-new``) instead of failing the gate."""
+    speed: str = ""
+    """How the timing figures were compared: at the baseline's host speed (and how much slower or faster
+    this host was), or as measured and why."""
 
     @property
     def regressions(self) -> list[FigureChange]:
@@ -206,12 +263,20 @@ def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str,
     if entry is None:
         return None
     old_meaning = {name for name, meaning in MEANING.items() if (baseline.get("meaning") or {}).get(name) != meaning}
+    speeds = [speed_of(j) for j in journals]
+    reference = entry.get("host_reference_s")
+    scaled = isinstance(reference, (int, float)) and "at_reference_speed" in entry and all(speeds)
+    base_figures = entry["at_reference_speed"] if scaled else entry["figures"]
     now: dict[str, list[float]] = {}
-    for j in journals:
-        for name, value in figures_of(j).items():
+    measured: dict[str, list[float]] = {}
+    for j, speed in zip(journals, speeds):
+        figures = figures_of(j)
+        for name, value in figures.items():
+            measured.setdefault(name, []).append(value)
+        for name, value in (_at_speed(figures, speed_scale(reference, speed)) if scaled else figures).items():
             now.setdefault(name, []).append(value)
-    out = Comparison(experiment, entry["runs"])
-    for figure, base_values in sorted(entry["figures"].items()):
+    out = Comparison(experiment, entry["runs"], speed=_speed_note(scaled, reference, speeds, entry))
+    for figure, base_values in sorted(base_figures.items()):
         values = now.get(figure)
         if not values:
             # A figure whose meaning changed since the baseline was saved may not exist any more for this
@@ -219,13 +284,27 @@ def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str,
             (out.stale if figure.rsplit(".", 1)[-1] in old_meaning else out.missing).append(figure)
             continue
         out.changes.append(FigureChange(figure, statistics.median(values), statistics.median(base_values),
-                                        bound_for(figure, base_values, rel), len(values), len(base_values)))
+                                        bound_for(figure, base_values, rel), len(values), len(base_values),
+                                        statistics.median(measured[figure]) if scaled and is_timing(figure) else None))
     return out
+
+
+def _speed_note(scaled: bool, reference: Any, speeds: list[float | None], entry: dict[str, Any]) -> str:
+    if scaled:
+        ratio = statistics.median(speeds) / reference  # type: ignore[type-var,operator]
+        way = "slower" if ratio >= 1 else "faster"
+        return (f"timing figures at the baseline's host speed (this host {max(ratio, 1 / ratio):.2f}x {way} "
+                f"by chaos.host_speed's probe; scaled at most {MAX_SPEED_SCALE:g}x)")
+    if "host_reference_s" not in entry:
+        return ("timing figures as measured: the baseline has no host-speed probe (saved before chaos "
+                "recorded one); re-save it to compare at equal speed")
+    return "timing figures as measured: a run has no host-speed probe (journal.json without host_speed)"
 
 
 def markdown_summary(comparisons: list[Comparison]) -> str:
     """A table that fits a pull-request comment: each figure, now vs baseline, and the verdict."""
     lines = ["| experiment | figure | now | baseline | change | verdict |", "|---|---|---|---|---|---|"]
+    notes = [f"- {c.experiment}: {c.speed}" for c in comparisons if c.speed]
     for c in comparisons:
         if c.absent:
             verdict = "not gated (--allow-new)" if c.allow_new else "**NOT IN BASELINE**"
@@ -247,7 +326,7 @@ def markdown_summary(comparisons: list[Comparison]) -> str:
     if unbased:
         head += (f"; **{len(unbased)} experiment(s) not in the baseline** ({', '.join(unbased)}): add them with "
                  f"`chaos baseline save` or pass `--allow-new`")
-    return head + "\n\n" + "\n".join(lines) + "\n"
+    return head + "\n\n" + "\n".join(lines) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def _fmt(value: float) -> str:

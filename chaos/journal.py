@@ -38,8 +38,17 @@ def journal_dict(report: "RunReport", wall0: float) -> dict[str, Any]:
         "faults": [asdict(f) for f in o.faults],
         "checks": [asdict(c) for c in report.checks],
         "revert_failures": report.revert_failures,
+        "host_speed": host_speed(h),
         **summarize(o.history, o.faults, o.experiment, o.goodput),
     }
+
+
+def host_speed(history: Any) -> dict[str, Any]:
+    """The host's speed around the run (chaos.host_speed.probe_s, before launch and after the workload
+    was gone): ``probe_s`` is their mean, None when neither was measured."""
+    samples = {str(r.get("when")): r.get("probe_s") for r in history.of("host_speed")
+               if isinstance(r.get("probe_s"), (int, float))}
+    return {"probe_s": round(statistics.fmean(samples.values()), 4) if samples else None, **samples}
 
 
 def checkpoint_figures(history: Any) -> dict[str, Any]:

@@ -225,9 +225,13 @@ def _landing(history: History, fault: FaultRecord, attempt: str, t0: float, figu
     the step an ``at_step`` trigger asked for, and the newest durable checkpoint then (``_durable_step``)."""
     steps = [int(r["step"]) for r in history.of("step", attempt=attempt) if r.get("t", 0.0) <= t0]
     landed = max(steps) if steps else None
-    asked = _AT_STEP.fullmatch(str(fault.details.get("trigger") or ""))
+    asked = fault.details.get("trigger_step")
+    if not isinstance(asked, int):
+        # Journals written before the runner recorded the asked step: read it from the trigger's description.
+        parsed = _AT_STEP.fullmatch(str(fault.details.get("trigger") or ""))
+        asked = int(parsed.group(1)) if parsed else None
     durable, why = _durable_step(history, t0)
-    figures.update(landed_step=landed, trigger_step=int(asked.group(1)) if asked else None, durable_step=durable,
+    figures.update(landed_step=landed, trigger_step=asked, durable_step=durable,
                    steps_since_ckpt=None if landed is None or durable is None else max(0, landed - durable))
     figures["evidence"]["durable_step"] = why
 

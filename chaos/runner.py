@@ -23,6 +23,7 @@ from chaos.faults.base import Fault
 from chaos.gameday.plan import describe
 from chaos.gameday.stop import StopRules
 from chaos.health.relaunch import next_launch, relaunch
+from chaos.host_speed import PROBE_PROCS, probe_s
 from chaos.journal import write_journal, write_junit
 from chaos.launch import with_run_dir
 from chaos.ledger import Ledger
@@ -218,6 +219,7 @@ class Runner:
             for a in armed:
                 a.fault.prepare(run)
             self._arm_holds(run, armed)
+            self._probe_host(run, "before")
             run.log("launch", launch=run.launch_no, target=self.exp.target_kind,
                     nodes=run.target.node_count, experiment=self.exp.name)
             start = self._t0 = self.clock.mono()
@@ -242,6 +244,8 @@ class Runner:
             finally:
                 self._reverted = True
         wall_s = self.clock.mono() - start
+        if interrupted_by is None:
+            self._probe_host(run, "after")
         records += self._unfired(armed)
         run.log("exit", code=exit_code, timed_out=timed_out, wall_s=round(wall_s, 3))
         # The one history the loop kept is the run's record: what the ranks wrote until they were
@@ -271,6 +275,11 @@ class Runner:
         write_journal(report, wall0)
         write_junit(report)
         return report
+
+    def _probe_host(self, run: RunContext, when: str) -> None:
+        """How fast the host is around the run (chaos.host_speed): the gate compares timing figures at
+        the baseline's speed. Measured with nothing of the workload running, so it sees only the host."""
+        run.log("host_speed", when=when, probe_s=probe_s(), procs=PROBE_PROCS)
 
     def _next_fault(self, records: list[FaultRecord], rec: FaultRecord) -> float | None:
         """A game day's faults are independent draws: each one's recovery ends where the next one strikes."""
@@ -452,6 +461,8 @@ class Runner:
                           optional=a.fault.config.optional)
         rec.details["max_step_before"] = run.history.max_step()
         rec.details["trigger"] = a.spec.trigger.describe()
+        if isinstance(a.trigger, AtStep):
+            rec.details["trigger_step"] = a.trigger.params.at_step  # where it asked to land (journal: landed_step)
         try:
             details = a.fault.inject(run) or {}
             # A fault that first had to find its target (a listing step on a remote node) says when

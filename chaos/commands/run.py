@@ -104,6 +104,7 @@ def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Cons
             console.print(f"[{style}]NOT IN BASELINE[/] {escape(comparison.absent_message(args.baseline))}")
             continue
         comparisons.append(comparison)
+        console.print(f"[dim]{name}: {escape(comparison.speed)}[/]")
         for change in comparison.regressions:
             console.print(f"[bold red]REGRESSED[/] {name}: {change.describe()} "
                           f"(baseline run {comparison.baseline_runs[0]})")

@@ -168,3 +168,53 @@ timeout_s: 60
     assert "no baseline for renamed-gate" in junit.read_text()
     assert main(["run", str(exp), "--runs-dir", str(tmp_path / "runs"), "--baseline", str(baseline),
                  "--allow-new"]) == 0
+
+
+def _at(speed: float | None, **kw) -> dict:
+    j = journal(**kw)
+    j["host_speed"] = {"probe_s": speed}
+    return j
+
+
+def test_an_unchanged_script_on_a_slower_host_is_compared_at_the_baselines_speed() -> None:
+    """Issue 39: restarts and resumes move with the host's speed; 1.5x slower everywhere is no regression."""
+    base = baseline_of(_at(0.05, resume_s=2.0, wall_s=10.0, path="a"), _at(0.05, resume_s=2.1, wall_s=10.2, path="b"),
+                       _at(0.05, resume_s=2.0, wall_s=10.1, path="c"))
+    slow = [_at(0.075, resume_s=3.05, wall_s=15.2)]  # 1.5x: the most the gate scales
+    assert compare("rank-kill-ddp", [journal(resume_s=3.05, wall_s=15.2)], base).regressions, \
+        "as measured, the slow hour looks like a regression (the false alarm this fixes)"
+    result = compare("rank-kill-ddp", slow, base)
+    assert result.regressions == [], [c.describe() for c in result.regressions]
+    resume = next(c for c in result.changes if c.figure == "kill-rank#0.resume_s")
+    assert resume.now == pytest.approx(3.05 / 1.5) and resume.measured == pytest.approx(3.05)
+    assert "1.50x slower" in result.speed
+    # Steps and bytes are never scaled.
+    assert next(c for c in result.changes if c.figure == "ckpt.bytes").now == 1000
+
+
+def test_a_real_regression_is_caught_at_any_host_speed() -> None:
+    base = baseline_of(*(_at(0.05, resume_s=2.0, save_s=0.02, path=p) for p in "abc"))
+    # A restore 3 s slower, on a host the probe says is 1.3x slower: still over the bound.
+    result = compare("rank-kill-ddp", [_at(0.065, resume_s=5.0 * 1.3)], base)
+    assert any(c.figure == "kill-rank#0.resume_s" for c in result.regressions)
+    # A probe that lies (claims the host was 10x slower) cannot hide more than a 1.5x slowdown.
+    lied = compare("rank-kill-ddp", [_at(0.5, resume_s=7.0, save_s=1.02)], base)
+    assert {c.figure for c in lied.regressions} >= {"kill-rank#0.resume_s", "ckpt.save_s"}
+    # A faster host makes the gate no looser: the same figure, scaled up.
+    fast = compare("rank-kill-ddp", [_at(0.025, resume_s=2.0)], base)
+    assert "2.00x faster" in fast.speed
+    assert next(c for c in fast.changes if c.figure == "kill-rank#0.resume_s").now == pytest.approx(3.0)
+
+
+def test_without_a_probe_on_either_side_figures_are_compared_as_measured_and_it_says_so() -> None:
+    old = baseline_of(journal(path="a"), journal(path="b"))
+    result = compare("rank-kill-ddp", [_at(0.5, resume_s=3.0)], old)
+    assert "as measured" in result.speed and "re-save" in result.speed
+    assert next(c for c in result.changes if c.figure == "kill-rank#0.resume_s").now == 3.0
+    new = baseline_of(_at(0.05, path="a"), _at(0.05, path="b"))
+    result = compare("rank-kill-ddp", [journal(resume_s=3.0)], new)
+    assert "a run has no host-speed probe" in result.speed
+    assert "as measured" in markdown_summary([result])
+    # One baseline run without the probe: the baseline is not scaled at all (its runs would be at mixed speeds).
+    mixed = baseline_of(_at(0.05, path="a"), journal(path="b"))
+    assert "at_reference_speed" not in mixed["experiments"]["rank-kill-ddp"]

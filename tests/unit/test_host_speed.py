@@ -17,3 +17,15 @@ def test_an_interpreter_that_cannot_import_torch_gives_no_figure(tmp_path) -> No
     fake.write_text(f"#!/bin/sh\nexec {sys.executable} -c 'raise SystemExit(1)'\n")
     fake.chmod(0o755)
     assert import_torch_cpu_s(trials=1, python=str(fake)) is None
+
+
+def test_the_probe_times_fixed_work_in_parallel_processes(tmp_path) -> None:
+    from chaos.host_speed import probe_s
+
+    speed = probe_s(procs=2)
+    assert speed is not None and 0.001 < speed < 30
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho not-a-number\n")
+    fake.chmod(0o755)
+    assert probe_s(procs=2, python=str(fake)) is None
+    assert probe_s(procs=1, python=str(tmp_path / "missing")) is None

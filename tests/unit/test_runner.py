@@ -64,6 +64,10 @@ def test_kill_rank_is_injected_at_the_step_and_recovery_is_timed(tmp_path: Path)
     assert journal["faults"][0]["recovery"]["resume_s"] == rec["resume_s"]
     assert journal["faults"][0]["recovery"]["landed_step"] == rec["landed_step"]
     assert journal["attempts"] == ["0.0", "0.1"]
+    assert fault.details["trigger_step"] == 12  # recorded by the runner, not read back from "at_step 12"
+    # The host's speed around the run, which the baseline gate compares timing figures at (issue 39).
+    speed = journal["host_speed"]
+    assert speed["before"] > 0 and speed["after"] > 0 and speed["probe_s"] > 0
     junit = (report.run_dir / "junit.xml").read_text()
     assert 'tests="2"' in junit and 'failures="0"' in junit
     assert_one_history(report)
