@@ -24,59 +24,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="collect every *.yaml as an experiment, not only files in an 'experiments' folder")
 
 
-HOST_SPEED_PROPERTY = "host_import_torch_cpu_s"
-"""The junit testsuite property with the host's speed at the start of the run (chaos.host_speed)."""
-WORKERS_PROPERTY = "xdist_workers"
-"""The junit testsuite property with the run's pytest-xdist worker count (``-n``), when it had workers."""
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    """A run that writes junit XML records how fast the host was when it started (suite times from
-    different hours of the same box differ by up to 1.4x for the same code: chaos.host_speed) and
-    how many xdist workers shared it."""
-    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller writes the XML
-        return
-    from _pytest.junitxml import xml_key
-
-    xml = session.config.stash.get(xml_key, None)
-    if xml is None:
-        return
-    workers = getattr(session.config.option, "numprocesses", None)  # -n, resolved by xdist ("auto": a count)
-    if workers:
-        xml.add_global_property(WORKERS_PROPERTY, workers)
-    from chaos.host_speed import import_torch_cpu_s
-
-    speed = import_torch_cpu_s()
-    if speed is not None:
-        xml.add_global_property(HOST_SPEED_PROPERTY, speed)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Any:
-    """When each test started (epoch seconds), as the junit property ``started``: with each test's time
-    it says how many workers were busy at each moment, and how long the last ones ran alone."""
-    import time
-
-    item.user_properties.append(("started", round(time.time(), 2)))
-    yield
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    """Every test's CPU seconds in its call (this process and every descendant it reaped: torchrun, its ranks,
-    the golden run; a fixture's runs are in none) as the junit property ``cpu_s``. On a CPU-bound runner wall time says who was slowed; CPU time says
-    who did the work (ci/bench/suite_cpu.py sums it per file from the junit XML)."""
-    import resource
-
-    def used() -> float:
-        me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-    before = used()
-    yield
-    item.user_properties.append(("cpu_s", round(used() - before, 2)))
-
-
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     if file_path.suffix not in (".yaml", ".yml"):
         return None
@@ -97,9 +44,8 @@ class ExperimentFailed(Exception):
 class ExperimentItem(pytest.Item):
     def runtest(self) -> None:
         from chaos.errors import CapabilityError, ChaosError, ExperimentError
-        from chaos.experiment import load_experiment
-        from chaos.golden import Golden
-        from chaos.runner import Runner
+        from chaos.spec.load import load_experiment
+        from chaos.run.session import run_experiment
 
         try:
             exp = load_experiment(self.path)
@@ -110,7 +56,7 @@ class ExperimentItem(pytest.Item):
                         f"--chaos-long' or 'chaos {'gameday' if exp.gameday else 'run'} {self.path}'")
         runs_root = Path(self.config.getoption("--chaos-runs-dir"))
         try:
-            report = Runner(exp, runs_root=runs_root, golden=Golden(exp, runs_root)).run()
+            report = run_experiment(exp, runs_root)
         except CapabilityError as exc:
             pytest.skip(f"{exc}")
         except ChaosError as exc:
@@ -155,6 +101,6 @@ def known_failure_matches(known: Any, report: Any) -> tuple[bool, str]:
 
 
 def _summary(report: Any) -> str:
-    from chaos.report import summary_text
+    from chaos.report.terminal import summary_text
 
     return f"experiment failed (exit {report.exit_code}):\n{summary_text(report)}"

@@ -6,7 +6,7 @@ import difflib
 import importlib
 import pkgutil
 from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from chaos.errors import HarnessError
 
@@ -77,3 +77,18 @@ FAULTS: Registry = Registry("fault", "chaos.faults", "chaos.faults")
 CHECKS: Registry = Registry("check", "chaos.checks", "chaos.checks")
 TRIGGERS: Registry = Registry("trigger", "chaos.triggers", "chaos.triggers")
 TARGETS: Registry = Registry("target", "chaos.targets", "chaos.targets")
+
+
+class Plugin:
+    """The skeleton every fault, check, trigger and target shares: a ``kind`` name, and registration in its
+    base's registry when a subclass names one (``class KillRank(Fault, kind="kill-rank")``). Each base sets
+    ``registry``; its settings class (``Config``, a chaos.spec.configs.StrictConfig) is the base's own."""
+
+    kind: ClassVar[str] = ""
+    registry: ClassVar[Registry]
+
+    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if kind:
+            cls.kind = kind
+            cls.registry.register(kind, cls)

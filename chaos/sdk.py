@@ -158,7 +158,7 @@ def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra:
 
 HOLDS_DIR = "holds"
 """Below CHAOS_RUN_DIR: ``step-N`` files the harness writes for each armed ``at_step N`` fault and removes once
-the fault has acted (chaos.runner). None there: nothing is held, and a step costs no system call for it."""
+the fault has acted (chaos.run.runner). None there: nothing is held, and a step costs no system call for it."""
 HOLD_MAX_S = 30.0
 """The longest a rank waits at a held step: a harness that died holding it must not hang the job."""
 _holds: list[str | None] = []
@@ -211,7 +211,7 @@ def final(step: int, digest: str, **extra: Any) -> None:
 
 DIGEST_VERSION = 2
 """The digest scheme: a golden run cached under another scheme is not compared with this one's
-digests (chaos.golden reruns it). 2: bytes of every value with a type tag; objects refused, not repr()'d."""
+digests (chaos.run.golden reruns it). 2: bytes of every value with a type tag; objects refused, not repr()'d."""
 
 
 def digest_state(*states: Any) -> str:

@@ -4,7 +4,8 @@ import os
 
 import pytest
 
-pytest_plugins = ["pytester"]
+# suite_telemetry: the project's own junit properties (host speed, workers, CPU per test), for ci/bench.
+pytest_plugins = ["pytester", "suite_telemetry"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,35 +5,30 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, ClassVar
 
-from pydantic import BaseModel, ConfigDict
-
-from chaos.outcome import CheckResult, FaultRecord, RunOutcome, Verdict
-from chaos.registry import CHECKS
+from chaos.evidence.outcome import CheckResult, FaultRecord, RunOutcome, Verdict
+from chaos.registry import CHECKS, Plugin
+from chaos.spec.configs import CheckConfig
 
 __all__ = ["Check", "CheckConfig", "CheckResult", "FaultRecord", "RunOutcome", "Verdict"]
 
 
-class CheckConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-
-class Check:
+class Check(Plugin):
     """Base class. Subclass with ``kind="..."`` to register; ``evaluate`` returns a verdict with a one-line reason."""
 
-    kind: ClassVar[str] = ""
+    registry = CHECKS
     Config: ClassVar[type[CheckConfig]] = CheckConfig
-
-    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if kind:
-            cls.kind = kind
-            CHECKS.register(kind, cls)
 
     def __init__(self, config: CheckConfig) -> None:
         self.config = config
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         raise NotImplementedError
+
+    def needs_golden(self, outcome: RunOutcome) -> bool:
+        """Whether judging this run needs the fault-free (golden) run's summary. Asked before any check is
+        judged: the run obtains the golden once, before judging, and ``outcome.golden()`` then only returns
+        it (no check starts a nested run)."""
+        return False
 
     def passed(self, reason: str, **figures: Any) -> CheckResult:
         return CheckResult(self.kind, "pass", reason, figures)

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import Field
-
-from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.checks._samples import (EXAMPLES, Accounting, ExactlyOnceConfig, GoldenComparison, _ranges,
+                                   account_samples, compare_with_golden)
+from chaos.checks.base import Check, CheckResult, RunOutcome
 from chaos.errors import ChaosError
-from chaos.records import Step
-from chaos.lineage import Lineage, LineageError, LineageUnproven, Link, rebuild_lineage
+from chaos.evidence.lineage import Lineage, LineageError, LineageUnproven, rebuild_lineage
 
-EXAMPLES = 5
-"""How many indices each finding lists in full; the counts are always complete."""
-
-
-class ExactlyOnceConfig(CheckConfig):
-    max_missing_per_epoch: int = Field(default=0, ge=0)
-    """Indices a completed epoch may lack without failing (a drop_last sampler leaves up to one global batch out)."""
-    deterministic_order: bool = True
-    """The data order is a pure function of (seed, epoch): a rolled-back step's indices must be consumed again once the kept history reaches that step (same world size), and each epoch's consumption must follow the fault-free (golden) run's order. Turn off for samplers that reshuffle the rest of an epoch on resume."""
+__all__ = ["Accounting", "ExactlyOnce", "ExactlyOnceConfig", "GoldenComparison", "account_samples",
+           "compare_with_golden"]
 
 
 class ExactlyOnce(Check, kind="exactly_once"):
@@ -29,7 +19,24 @@ class ExactlyOnce(Check, kind="exactly_once"):
 
     Config = ExactlyOnceConfig
 
+    def needs_golden(self, outcome: RunOutcome) -> bool:
+        prepared = self._account(outcome)
+        # Kept for the evaluate that follows on the same outcome (the runner asks, then judges).
+        self._prepared = (outcome, prepared)
+        if isinstance(prepared, CheckResult) or not self.config.deterministic_order:
+            return False
+        return self._needs_golden(*prepared)
+
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        cached, self._prepared = getattr(self, "_prepared", None), None
+        prepared = cached[1] if cached is not None and cached[0] is outcome else self._account(outcome)
+        if isinstance(prepared, CheckResult):
+            return prepared
+        lineage, acc = prepared
+        return self._judge(acc, lineage, self._golden_comparison(outcome, lineage, acc))
+
+    def _account(self, outcome: RunOutcome) -> "CheckResult | tuple[Lineage, Accounting]":
+        """The lineage and the accounting of samples over it, or the verdict when there is nothing to account."""
         h = outcome.history
         size = h.dataset_size()
         if size is None:
@@ -46,8 +53,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
             return self.inconclusive(f"lineage cannot be proven: {exc}")
         except LineageError as exc:
             return self.failed(f"lineage cannot be rebuilt: {exc}")
-        acc = account_samples(lineage, size, self.config, ranks=h.attempt_ranks())
-        return self._judge(acc, lineage, self._golden_comparison(outcome, lineage, acc))
+        return lineage, account_samples(lineage, size, self.config, ranks=h.attempt_ranks())
 
     def _golden_comparison(self, outcome: RunOutcome, lineage: Lineage, acc: Accounting) -> GoldenComparison | None:
         if outcome.golden is None or not self.config.deterministic_order or not self._needs_golden(lineage, acc):
@@ -180,230 +186,6 @@ class ExactlyOnce(Check, kind="exactly_once"):
         return text + " (none twice; no resume inside it, so its gaps are the part not yet trained)"
 
 
-class Accounting:
-    """What the committed history consumed, and the duplicated, missing and replayed indices."""
-
-    def __init__(self, dataset_size: int) -> None:
-        self.dataset_size = dataset_size
-        self.completed_epochs: list[int] = []
-        self.partial_epoch: int | None = None
-        self.partial_seen = 0
-        self.consumed: dict[int, dict[int, list[str]]] = {}
-        """Per epoch, each consumed index and the kept steps (attempt:step) that consumed it."""
-        self.duplicated: list[dict[str, Any]] = []
-        self.missing: list[dict[str, Any]] = []
-        self.unexpected: list[dict[str, Any]] = []
-        self.replayed: list[dict[str, Any]] = []
-        self.out_of_range: list[dict[str, Any]] = []
-        self.duplicate_steps: list[str] = []
-        self.renumbered_steps: list[str] = []
-        self.resumed_into: set[int] = set()
-        """Epochs that a resume (a lineage link from a step > 0) continued."""
-        self.kept_step_numbers: set[int] = set()
-        self.missing_steps: list[int] = []
-        self.untraced: list[str] = []
-        self.tolerated: dict[int, int] = {}
-        """Completed epochs with missing indices within max_missing_per_epoch, and how many."""
-        self.silent_ranks: list[str] = []
-        """Ranks of an attempt that reported none of its kept steps (``rank 1 of attempt 0.0 at steps 1..10``)."""
-
-
-def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConfig | None = None,
-                    ranks: dict[str, set[Any]] | None = None) -> Accounting:
-    """Group the kept steps' samples (union over ranks) by epoch and find every irregularity.
-
-    ``ranks``: each attempt's ranks (``History.attempt_ranks``). A rank that reported none of a kept step is
-    named: the union over the ranks that did report says nothing of what it consumed.
-    """
-    config = config or ExactlyOnceConfig()
-    acc = Accounting(dataset_size)
-    seen: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
-    seen_steps: set[tuple[str, Any, int]] = set()
-    kept_by_step: dict[int, tuple[int, int]] = {}
-    resume_epoch: dict[int, int] = {}
-    # Steps the harness read from the output (step_regex) say nothing about samples.
-    kept = [(link, r) for link, r in lineage.kept_steps() if r.source != "output"]
-    for link, r in kept:
-        step, epoch = r.step, r.epoch
-        key = (link.segment.name, r.rank, step)
-        if key in seen_steps:
-            acc.duplicate_steps.append(f"{step} (attempt {link.segment.name}, rank {r.rank})")
-        seen_steps.add(key)
-        kept_by_step[step] = (epoch, int(r.get("world_size", 0)))
-        if link.after > 0:
-            # Records come in time order: a link's first one is where its resume continued.
-            resume_epoch.setdefault(id(link), epoch)
-        for index in r.samples or []:
-            if not 0 <= index < dataset_size:
-                acc.out_of_range.append({"index": index, "epoch": epoch, "steps": [_where(link.segment.name, step)]})
-            else:
-                seen[epoch][index].append(_where(link.segment.name, step))
-    acc.resumed_into = set(resume_epoch.values())
-    acc.renumbered_steps = sorted({f"{r.step} (attempt {link.segment.name} resumed from {link.after})"
-                                   for link, r in lineage.early_steps()})
-    acc.kept_step_numbers = set(kept_by_step)
-    acc.missing_steps = sorted(set(range(1, max(kept_by_step, default=0) + 1)) - acc.kept_step_numbers)
-
-    # Epochs are accounted from the lowest one the kept history consumed: a workload may number them
-    # from 1 (an epoch before its first is not one it skipped; a skip shows in the steps' own epochs).
-    last, first = max(seen, default=0), min(seen, default=0)
-    for epoch in range(first, last + 1):
-        consumed = seen.get(epoch, {})
-        for index, where in sorted(consumed.items()):
-            if len(where) > 1:
-                acc.duplicated.append({"index": index, "epoch": epoch, "steps": where})
-        absent = [i for i in range(dataset_size) if i not in consumed]
-        if epoch < last or not absent:
-            acc.completed_epochs.append(epoch)
-            if len(absent) > config.max_missing_per_epoch:
-                acc.missing.extend({"index": i, "epoch": epoch, "steps": []} for i in absent)
-            elif absent:
-                acc.tolerated[epoch] = len(absent)
-        else:
-            acc.partial_epoch, acc.partial_seen = epoch, len(consumed)
-    acc.consumed = {epoch: dict(by_index) for epoch, by_index in seen.items()}
-    acc.untraced = _untraced_steps(kept, acc.completed_epochs)
-    acc.silent_ranks = _silent_ranks(kept, ranks or {})
-
-    missing_keys = {(m["index"], m["epoch"]) for m in acc.missing}
-    for segment, r in lineage.rolled_back_steps():
-        step, epoch = r.step, r.epoch
-        for index in r.samples or []:
-            acc.replayed.append({"index": index, "epoch": epoch, "steps": [_where(segment.name, step)]})
-            if not config.deterministic_order or epoch in acc.completed_epochs:
-                continue
-            # A deterministic sampler hands out the same indices at the same step after a resume; one
-            # never consumed again although the kept history went past that step was skipped.
-            kept_at = kept_by_step.get(step)
-            comparable = kept_at == (epoch, int(r.get("world_size", 0)))
-            if comparable and index not in seen.get(epoch, {}) and (index, epoch) not in missing_keys:
-                missing_keys.add((index, epoch))
-                acc.missing.append({"index": index, "epoch": epoch, "steps": [],
-                                    "rolled_back_at": _where(segment.name, step)})
-    return acc
-
-
-def _silent_ranks(kept: list[tuple[Link, Step]], ranks: dict[str, set[Any]]) -> list[str]:
-    """Per kept link, the ranks of its attempt that reported none of its kept steps, or only some of them."""
-    reported: dict[str, dict[int, set[Any]]] = defaultdict(lambda: defaultdict(set))
-    attempt_of: dict[str, str] = {}
-    for link, r in kept:
-        reported[link.segment.name][r.step].add(r.rank)
-        attempt_of[link.segment.name] = link.segment.attempt
-    out = []
-    for name, by_step in reported.items():
-        expected = ranks.get(attempt_of[name], set())
-        for rank in sorted(expected - set().union(*by_step.values()), key=str):
-            out.append(f"rank {rank} of attempt {name} (none of its {len(by_step)} kept step(s))")
-        for rank in sorted(expected & set().union(*by_step.values()), key=str):
-            lacking = sorted(step for step, who in by_step.items() if rank not in who)
-            if lacking:
-                out.append(f"rank {rank} of attempt {name} at step(s) {_ranges(lacking)}")
-    return out
-
-
-def _untraced_steps(kept: list[tuple[Link, Step]], completed_epochs: list[int]) -> list[str]:
-    """Kept steps whose ``samples: []`` hides what was consumed.
-
-    A global-cursor sampler leaves a rank empty-handed only on the short last step of an epoch, once
-    the others took what was left; anywhere else an empty list is a step whose consumption went unreported.
-    """
-    by_step: dict[int, dict[Any, list[Any]]] = defaultdict(dict)
-    epoch_of: dict[int, int] = {}
-    for _, r in kept:
-        by_step[r.step].setdefault(r.rank, []).extend(r.samples or [])
-        epoch_of[r.step] = r.epoch
-    last_of_epoch: dict[int, int] = {}
-    for step, epoch in epoch_of.items():
-        last_of_epoch[epoch] = max(step, last_of_epoch.get(epoch, step))
-    out = []
-    for step in sorted(by_step):
-        ranks = by_step[step]
-        empty = sorted((rank for rank, samples in ranks.items() if not samples), key=str)
-        if not empty:
-            continue
-        epoch = epoch_of[step]
-        if len(empty) == len(ranks):
-            out.append(f"{step} (every rank)")
-        elif not (epoch in completed_epochs and last_of_epoch[epoch] == step):
-            out.append(f"{step} (rank {', '.join(str(rank) for rank in empty)})")
-    return out
-
-
-@dataclass
-class GoldenComparison:
-    """Each kept epoch's consumption against the fault-free run's step-by-step order."""
-
-    compared: list[int] = field(default_factory=list)
-    """Epochs judged in full against the golden order."""
-    unjudged: list[int] = field(default_factory=list)
-    """Epochs (or their tails) the golden run cannot judge: it never consumed that far."""
-    found: int = 0
-    notes: list[str] = field(default_factory=list)
-    world_size: int | None = None
-    run_dir: str | None = None
-
-    @property
-    def confirmed(self) -> bool:
-        """Every kept epoch matched the golden order, so the samples are proven without this run's loads."""
-        return bool(self.compared) and not self.unjudged and not self.found
-
-    def figures(self) -> dict[str, Any]:
-        return {"compared_epochs": self.compared, "unjudged_epochs": self.unjudged, "findings": self.found,
-                "world_size": self.world_size, "run_dir": self.run_dir}
-
-
-def compare_with_golden(acc: Accounting, summary: dict[str, Any]) -> GoldenComparison:
-    """Per epoch, the run's consumed set must lie between the golden step-prefixes around its size.
-
-    With P_lo the largest golden prefix (union of its first k steps) no bigger than what the run
-    consumed, and P_hi the smallest no smaller: P_lo ⊆ consumed ⊆ P_hi. A global order makes that
-    hold under any world size; a skipped batch leaves indices of P_lo out, and a cursor restarted
-    at the wrong offset consumes indices beyond P_hi. Findings go into ``acc`` as missing and unexpected.
-    """
-    cmp = GoldenComparison(world_size=summary.get("world_size"), run_dir=summary.get("run_dir"))
-    epochs = summary.get("epoch_samples")
-    if epochs is None:
-        cmp.notes.append("the golden run's steps did not all report their samples, so its order is unknown")
-        return cmp
-    if summary.get("dataset_size") not in (None, acc.dataset_size):
-        cmp.notes.append(f"the golden run's dataset_size is {summary['dataset_size']}, not {acc.dataset_size}")
-        return cmp
-    known = {(m["index"], m["epoch"]) for m in acc.missing}
-    for epoch in sorted(acc.consumed):
-        consumed = acc.consumed[epoch]
-        steps = epochs.get(str(epoch))
-        if steps is None:
-            cmp.unjudged.append(epoch)
-            cmp.notes.append(f"the golden run never reached epoch {epoch}, so it cannot judge it")
-            continue
-        sizes, union = [0], set()
-        for batch in steps:
-            union.update(batch)
-            sizes.append(len(union))
-        count = len(consumed)
-        lo = max(k for k, n in enumerate(sizes) if n <= count)
-        for index in sorted(set().union(*steps[:lo]) - consumed.keys()):
-            cmp.found += 1
-            if (index, epoch) not in known:
-                acc.missing.append({"index": index, "epoch": epoch, "steps": [], "golden_prefix": lo})
-        hi = next((k for k, n in enumerate(sizes) if n >= count), None)
-        if hi is None:
-            cmp.unjudged.append(epoch)
-            cmp.notes.append(f"this run consumed {count} indices of epoch {epoch}, the golden run only {sizes[-1]}: "
-                             f"it cannot judge past its own end")
-            continue
-        for index in sorted(consumed.keys() - set().union(*steps[:hi])):
-            cmp.found += 1
-            acc.unexpected.append({"index": index, "epoch": epoch, "steps": consumed[index], "golden_prefix": hi})
-        cmp.compared.append(epoch)
-    return cmp
-
-
-def _where(attempt: str, step: int) -> str:
-    return f"{attempt}:{step}"
-
-
 def _listing(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"count": len(items), "first": items[:EXAMPLES]}
 
@@ -411,17 +193,6 @@ def _listing(items: list[dict[str, Any]]) -> dict[str, Any]:
 def _listed(items: list[str]) -> str:
     more = f", ... ({len(items)} in all)" if len(items) > EXAMPLES else ""
     return ", ".join(items[:EXAMPLES]) + more
-
-
-def _ranges(numbers: list[int]) -> str:
-    """``[3, 4, 5, 9]`` -> ``"3..5, 9"``."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and n == runs[-1][1] + 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
 
 
 def _examples(items: list[dict[str, Any]]) -> str:

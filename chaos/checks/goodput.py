@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.goodput import CAUSES
+from chaos.evidence.goodput import CAUSES
 
 
 class GoodputConfig(CheckConfig):

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
-from chaos.events import Record
+from chaos.evidence.events import Record
 from chaos.health.exclusions import exclusions_path, read_exclusions
 from chaos.health.policy import Action, Policy
 

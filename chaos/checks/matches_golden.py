@@ -8,7 +8,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome, rank_order
 from chaos.errors import ChaosError
-from chaos.golden import finite_number, summarize_finals
+from chaos.evidence.finals import finite_number, summarize_finals
 
 
 class MatchesGoldenConfig(CheckConfig):
@@ -25,6 +25,9 @@ class MatchesGolden(Check, kind="matches_golden"):
     """Final per-rank digests equal a fault-free run's (same world size: bit-exact; changed world size: loss within loss_rtol)."""
 
     Config = MatchesGoldenConfig
+
+    def needs_golden(self, outcome: RunOutcome) -> bool:
+        return bool(outcome.history.finals())
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         if outcome.golden is None:

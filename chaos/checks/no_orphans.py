@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.safety import find_leftovers, run_tag
+from chaos.runtime.safety import find_leftovers, run_tag
 
 
 class NoOrphansConfig(CheckConfig):

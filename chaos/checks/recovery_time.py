@@ -55,8 +55,10 @@ class RecoveryTime(Check, kind="recovery_time"):
                                          f"{f.recovery.get('evidence', {}).get('lost_steps', 'no evidence')}",
                                          **{c.metric: per_fault})
             if value is None:
-                return self.failed(f"{f.label}: {c.metric} never happened ({_missing(c.metric)})",
-                                   **{c.metric: per_fault})
+                # What the history showed instead, where the recovery figures recorded it (a restart that
+                # was spawned but never joined), else what was looked for and not found.
+                why = evidence[f.label] if isinstance(evidence[f.label], str) else _missing(c.metric)
+                return self.failed(f"{f.label}: {c.metric} never happened ({why})", **{c.metric: per_fault})
             worst = value if worst is None else max(worst, value)
         if bound is not None and worst is not None and worst > bound:
             return self.failed(f"{c.metric} {worst:g} exceeds the bound {bound:g}", **{c.metric: per_fault})

@@ -16,7 +16,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 from chaos.checks.base import norm_path as _norm
-from chaos.records import CkptCommit
+from chaos.evidence.records import CkptCommit
 
 
 class StruckMidSaveConfig(CheckConfig):

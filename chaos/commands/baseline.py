@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from chaos.baseline import build_baseline, read_journals
+from chaos.report.baseline import build_baseline, read_journals
 from chaos.errors import UsageError
 
 

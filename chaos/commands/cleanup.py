@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 
 from chaos.errors import UsageError
-from chaos.ledger import LEDGER_NAME, Ledger, unfinished_runs
-from chaos.safety import find_leftovers, stop_run_processes
-from chaos.shell import Shell
+from chaos.runtime.ledger import LEDGER_NAME, Ledger, unfinished_runs
+from chaos.runtime.safety import find_leftovers, stop_run_processes
+from chaos.runtime.shell import Shell
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ import json
 
 from rich.console import Console
 
-from chaos.doctor import run_probes
+from chaos.probes.base import run_probes
 
 
 def register(sub: argparse._SubParsersAction) -> None:

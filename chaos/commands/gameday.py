@@ -15,12 +15,13 @@ from rich.table import Table
 
 from chaos.commands.report import write_html
 from chaos.errors import ExperimentError, UsageError
-from chaos.experiment import Experiment, load_experiment
-from chaos.gameday.plan import describe
-from chaos.golden import Golden
-from chaos.goodput import CAUSES, Goodput, compute_goodput
-from chaos.report import print_report
-from chaos.runner import LiveState, Runner
+from chaos.spec.experiment import Experiment
+from chaos.spec.load import load_experiment
+from chaos.spec.gameday import describe
+from chaos.run.session import plan_experiment, run_experiment
+from chaos.evidence.goodput import CAUSES, Goodput, compute_goodput
+from chaos.report.terminal import print_report
+from chaos.run.runner import LiveState
 
 REFRESH_S = 0.5
 """How often the live view redraws."""
@@ -59,7 +60,7 @@ def gameday(args: argparse.Namespace) -> int:
     runs_root = Path(args.runs_dir)
     if args.dry_run:
         console.print(f"[bold]{exp.name}[/] (dry run: nothing is executed)")
-        for line in Runner(exp, runs_root=runs_root, dry_run=True).plan():
+        for line in plan_experiment(exp, runs_root):
             console.print(f"  {escape(line)}")
         return 0
     assert exp.gameday is not None
@@ -67,14 +68,12 @@ def gameday(args: argparse.Namespace) -> int:
         console.print(f"[dim]{escape(line)}[/]")
     view = LiveView(exp)
     live = console.is_terminal and not args.no_live
-    runner_kw = dict(runs_root=runs_root, golden=Golden(exp, runs_root))
     if live:
         with Live(view.render(None), console=console, refresh_per_second=4, transient=False) as screen:
-            report = Runner(exp, **runner_kw, echo=view.note,
-                            on_poll=lambda s: view.update(s, screen)).run()
+            report = run_experiment(exp, runs_root, echo=view.note, on_poll=lambda s: view.update(s, screen))
     else:
-        report = Runner(exp, **runner_kw, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
-                        on_poll=lambda s: view.line(s, console)).run()
+        report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
+                                on_poll=lambda s: view.line(s, console))
     print_report(report, console)
     html = write_html(json.loads((report.run_dir / "journal.json").read_text()), report.run_dir)
     console.print(f"report: {html}")

@@ -8,7 +8,7 @@ from typing import Any, get_origin
 from pydantic import BaseModel
 from rich.console import Console
 
-from chaos.gameday.mix import MIXES, play
+from chaos.spec.mixes import MIXES, play
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS
 
 _REGISTRIES = {"faults": FAULTS, "checks": CHECKS, "triggers": TRIGGERS, "targets": TARGETS}

@@ -6,16 +6,16 @@ import argparse
 import json
 from pathlib import Path
 
-from chaos.baseline import by_experiment, compare, load_baseline, markdown_summary, read_journals
+from chaos.report.baseline import by_experiment, compare, load_baseline, markdown_summary, read_journals
 from chaos.errors import ExperimentError, UsageError
-from chaos.events import History
-from chaos.experiment import load_experiment
+from chaos.evidence.events import History
+from chaos.spec.load import load_experiment
 from chaos.gameday.summary import summarize
-from chaos.htmlreport import render_html
-from chaos.outcome import FaultRecord
-from chaos.recovery import describe_landing
-from chaos.report import recovery_columns
-from chaos.timeline import plot_timeline
+from chaos.report.html import render_html
+from chaos.evidence.outcome import FaultRecord
+from chaos.evidence.recovery import describe_landing
+from chaos.report.terminal import recovery_columns
+from chaos.report.timeline import plot_timeline
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -11,13 +11,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from chaos.baseline import Comparison, absent, by_experiment, compare, load_baseline, markdown_summary
+from chaos.report.baseline import Comparison, absent, by_experiment, compare, load_baseline, markdown_summary
 from chaos.commands.validate import experiment_files
 from chaos.errors import ChaosError, ExperimentError, UsageError
-from chaos.experiment import load_experiment
-from chaos.golden import Golden
-from chaos.report import print_report
-from chaos.runner import Runner
+from chaos.spec.load import load_experiment
+from chaos.run.session import plan_experiment, run_experiment
+from chaos.report.terminal import print_report
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         for exp in experiments:
             console.print(f"[bold]{exp.name}[/] (dry run: nothing is executed)")
-            for line in Runner(exp, runs_root=runs_root, dry_run=True).plan():
+            for line in plan_experiment(exp, runs_root):
                 console.print(f"  {line}")
         return 0
     worst = 0
@@ -70,8 +69,7 @@ def run(args: argparse.Namespace) -> int:
             again = f" (repeat {n + 1} of {args.repeat})" if args.repeat > 1 else ""
             console.print(f"[dim]running {exp.name} ({exp.source}){again} ...[/]")
             try:
-                report = Runner(exp, runs_root=runs_root, golden=Golden(exp, runs_root),
-                                echo=lambda m: console.print(f"  [dim]{m}[/]")).run()
+                report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{m}[/]"))
             except ChaosError as exc:
                 console.print(f"[bold magenta]ERROR[/] {exp.name}: {exc}")
                 worst = max(worst, exc.exit_code)

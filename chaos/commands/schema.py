@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from chaos.experiment import json_schema
+from chaos.spec.schema import json_schema
 
 
 def register(sub: argparse._SubParsersAction) -> None:

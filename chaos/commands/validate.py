@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from chaos.errors import ExperimentError, UsageError
-from chaos.experiment import Experiment, load_experiment
+from chaos.spec.experiment import Experiment
+from chaos.spec.load import load_experiment
 
 
 def register(sub: argparse._SubParsersAction) -> None:

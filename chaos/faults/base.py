@@ -4,44 +4,24 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from chaos.runtime.context import RunContext
+from chaos.registry import FAULTS, Plugin
+from chaos.spec.configs import FaultConfig
 
-from chaos.context import RunContext
-from chaos.registry import FAULTS
-
-
-class FaultConfig(BaseModel):
-    """Fields every fault has. A fault kind subclasses this with its own fields, each documented below it."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    trigger: Any = None
-    """When to inject: {at_step: N} | {after_s: S} | {on_event: EV} | {every_steps: N} | {poisson: S} | {any: [...]} | {all: [...]}, plus optional delay_s and times."""
-    duration_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600)
-    """Revert this many seconds after injecting; unset: revert when the run ends."""
-    name: str | None = None
-    """A label for reports (defaults to the kind and its index)."""
-    optional: bool = False
-    """The run may end without this fault having come due (a poisson draw that never came). A fault that never fired fails the run otherwise; one that fired and failed to inject always does."""
+__all__ = ["Fault", "FaultConfig", "summary"]
 
 
-class Fault:
+class Fault(Plugin):
     """Base class. Subclass with ``kind="..."`` to register; the docstring's first line is the summary.
 
     ``inject`` must register every undo in ``run.ledger`` (owner ``self.owner``) *before* it acts;
     revert then replays those entries, so it is idempotent and also works from ``chaos cleanup``.
     """
 
-    kind: ClassVar[str] = ""
+    registry = FAULTS
     Config: ClassVar[type[FaultConfig]] = FaultConfig
     needs_target: ClassVar[tuple[str, ...]] = ()
     """Target kinds this fault works on; empty means any."""
-
-    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if kind:
-            cls.kind = kind
-            FAULTS.register(kind, cls)
 
     def __init__(self, config: FaultConfig, index: int) -> None:
         self.config = config

@@ -13,10 +13,10 @@ from pydantic import Field
 
 from chaos.checkpoint.manifest import LATEST_NAME, MANIFEST_NAME, hash_file
 from chaos.checkpoint.verify import DCP_METADATA, STEP_ENTRY, claims_committed, resolve_latest, step_of
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import FaultError
 from chaos.faults.base import Fault, FaultConfig
-from chaos.undo import RestoreIfUnchanged
+from chaos.runtime.undo import RestoreIfUnchanged
 
 Mode = Literal["bitflip", "truncate", "delete-shard", "delete-metadata", "stale-shard", "break-latest"]
 BROKEN_LATEST = "step_999999999"

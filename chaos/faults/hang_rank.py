@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal as _signal
 from typing import Any, Literal
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
 from chaos.faults.kill_rank import resume_later, select_workers, signal_workers
 

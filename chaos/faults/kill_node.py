@@ -8,7 +8,7 @@ from typing import Any, Literal
 import psutil
 from pydantic import field_validator
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import FaultError
 from chaos.faults.base import Fault, FaultConfig
 

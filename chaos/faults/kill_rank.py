@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import FaultError
 from chaos.faults.base import Fault, FaultConfig
-from chaos.processes import Worker
-from chaos.undo import Signal, Undo
+from chaos.runtime.processes import Worker
+from chaos.runtime.undo import Signal, Undo
 
 # Stopping signals belong to hang-rank: a stopped rank is a hang, not a death.
 _NOT_KILLS = {"SIGSTOP", "SIGTSTP", "SIGCONT", "SIGTTIN", "SIGTTOU", "SIGCHLD", "SIGWINCH", "SIGURG"}

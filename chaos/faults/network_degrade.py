@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.base import Fault, FaultConfig
-from chaos.network import (add_root_qdisc, has_netem, netem_args, network_nodes, nft_add_table, nft_ruleset,
+from chaos.runtime.network import (add_root_qdisc, has_netem, netem_args, network_nodes, nft_add_table, nft_ruleset,
                            run_names, tbf_args)
 from chaos.targets.base import Node
 from chaos.targets.netns import require_root

@@ -7,10 +7,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.base import Fault, FaultConfig
-from chaos.network import network_nodes, nft_add_table, nft_ruleset, run_names
+from chaos.runtime.network import network_nodes, nft_add_table, nft_ruleset, run_names
 from chaos.targets.base import Node
 from chaos.targets.netns import require_root
 

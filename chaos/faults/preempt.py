@@ -7,10 +7,10 @@ from typing import Any
 
 from pydantic import Field
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
 from chaos.slurm.minicluster import PARTITION, URGENT_PARTITION
-from chaos.undo import Command
+from chaos.runtime.undo import Command
 
 
 class PreemptConfig(FaultConfig):
@@ -34,7 +34,7 @@ class Preempt(Fault, kind="preempt"):
     needs_target = ("slurm",)
 
     def _urgent_name(self, run: RunContext) -> str:
-        from chaos.network import run_names
+        from chaos.runtime.network import run_names
 
         return f"chaos-{run_names(run).rid}-preempt{self.index}"
 

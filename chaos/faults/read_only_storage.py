@@ -6,11 +6,11 @@ from typing import Any
 
 from pydantic import Field
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import FaultError
 from chaos.faults.base import FaultConfig
-from chaos.storage import CkptMountFault, MountOptions, mounted
-from chaos.undo import Command
+from chaos.faults.ckpt_mount import CkptMountFault, MountOptions, mounted
+from chaos.runtime.undo import Command
 
 
 class ReadOnlyStorageConfig(FaultConfig, MountOptions):

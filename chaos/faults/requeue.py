@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
 
 

@@ -8,11 +8,11 @@ from typing import Any
 
 from pydantic import Field
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import FaultError
 from chaos.faults.base import FaultConfig
-from chaos.storage import CkptMountFault, MountOptions, mounted
-from chaos.undo import RemovePath
+from chaos.faults.ckpt_mount import CkptMountFault, MountOptions, mounted
+from chaos.runtime.undo import RemovePath
 
 BALLAST_NAME = ".chaos-ballast"
 _CHUNK = 1 << 20

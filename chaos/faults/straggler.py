@@ -9,7 +9,7 @@ from typing import Any, Callable, Literal
 import psutil
 from pydantic import Field
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.faults.base import Fault, FaultConfig
 from chaos.faults.kill_rank import remote, resume_later, select_workers
 
@@ -79,7 +79,10 @@ class Straggler(Fault, kind="straggler"):
                 f"kill -CONT; until duration_s or the run ends (follows that process, not its restarts)"]
 
     def _cycles(self, run: RunContext) -> list[Any]:
-        return run.scratch.setdefault(f"straggler/{self.index}", [])
+        # This fault's own duty cycles, kept on the instance that injected them until it reverts them.
+        if not hasattr(self, "_duty_cycles"):
+            self._duty_cycles: list[Any] = []
+        return self._duty_cycles
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c = self.config

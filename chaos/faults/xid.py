@@ -6,24 +6,22 @@ import os
 import threading
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
 
-from chaos.context import RunContext
+from chaos.spec.configs import StrictConfig
+from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.base import Fault, FaultConfig
 from chaos.health.monitor import SOURCE_ENV, visible_devices
 from chaos.health.policy import classify
-from chaos.health.relaunch import WORKLOAD_ENV
 from chaos.health.xidline import bus_id_for, format_xid_line, index_for, normalise_bus_id
 
 KERNEL_LOG = "kernel.log"
 NVML_STATE = "nvml_state.json"
 
 
-class RepeatConfig(BaseModel):
+class RepeatConfig(StrictConfig):
     """Send the same XID again and again (a card whose ECC errors creep up)."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     every_s: float = Field(gt=0, le=3600)
     """Seconds between reports."""
@@ -61,7 +59,7 @@ class XidConfig(FaultConfig):
 
 def add_workload_source(run: RunContext, spec: str) -> None:
     """Ask the workload's health monitor to follow ``spec`` too (CHAOS_XID_SOURCE, comma-separated)."""
-    env = run.scratch.setdefault(WORKLOAD_ENV, {})
+    env = run.workload_env
     current = env.get(SOURCE_ENV) or run.experiment.workload.env.get(SOURCE_ENV, "")
     specs = [s for s in current.split(",") if s]
     if spec not in specs:
@@ -73,7 +71,7 @@ def device_owner(run: RunContext, device: int | None) -> int | None:
     """The local rank whose device is ``device`` in the current launch (CUDA_VISIBLE_DEVICES order), or None."""
     if device is None:
         return None
-    env = {**run.experiment.workload.env, **run.scratch.get(WORKLOAD_ENV, {})}
+    env = {**run.experiment.workload.env, **run.workload_env}
     visible = visible_devices(env) or list(range(run.experiment.workload.nproc_per_node))
     return visible.index(device) if device in visible else None
 

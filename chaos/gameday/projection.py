@@ -22,9 +22,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from chaos.events import History
-from chaos.gameday.mix import Mix
-from chaos.goodput import Goodput, save_windows
+from chaos.evidence.events import History
+from chaos.spec.mixes import Mix
+from chaos.evidence.goodput import Goodput, save_windows
 
 RESTART_PARTS = ("detection", "restart", "ckpt_load")
 MODEL = ("wasted share = delta/tau + (R + tau/2)/M; goodput = 1 - wasted share; Young: tau* = sqrt(2 delta M); "

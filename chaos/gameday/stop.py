@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chaos.gameday.plan import StopConfig
+from chaos.spec.gameday import StopConfig
 
 
 class StopRules:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from chaos.events import History
+from chaos.evidence.events import History
 from chaos.gameday.projection import project
-from chaos.goodput import Goodput, compute_goodput
-from chaos.outcome import FaultRecord
+from chaos.evidence.goodput import Goodput, compute_goodput
+from chaos.evidence.outcome import FaultRecord
 
 
 def summarize(history: History, faults: list[FaultRecord], experiment: Any | None,

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterator, Protocol
 
-from chaos.health.sources import Sighting, SourceUnavailable
+from chaos.health.sighting import Sighting, SourceUnavailable
 from chaos.health.xidline import bus_id_for, normalise_bus_id
 
 # ECC counters an XID bumps in the simulated state (what the real counters do on such an event).

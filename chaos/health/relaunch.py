@@ -12,11 +12,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.health.exclusions import exclusions_path, read_exclusions
 from chaos.health.monitor import visible_devices
-
-WORKLOAD_ENV = "workload_env"
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,7 @@ class Relaunch:
 
 
 def current_visible(run: RunContext) -> list[int]:
-    env = {**run.experiment.workload.env, **run.scratch.get(WORKLOAD_ENV, {})}
+    env = {**run.experiment.workload.env, **run.workload_env}
     return visible_devices(env) or list(range(run.experiment.workload.nproc_per_node))
 
 
@@ -54,7 +52,7 @@ def relaunch(run: RunContext, change: Relaunch) -> None:
     """Start the next launch in ``change``'s shape (the target's nodes are replaced)."""
     workload = run.experiment.workload.model_copy(update={"nproc_per_node": change.nproc_per_node})
     run.experiment = dataclasses.replace(run.experiment, workload=workload)
-    run.scratch.setdefault(WORKLOAD_ENV, {})["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, change.visible))
+    run.workload_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, change.visible))
     run.launch_no += 1
     run.log("launch", launch=run.launch_no, target=run.experiment.target_kind, nodes=run.target.node_count,
             experiment=run.experiment.name, nproc_per_node=change.nproc_per_node, visible_devices=change.visible,

@@ -15,36 +15,12 @@ import shutil
 import socket
 import subprocess
 import time
-from dataclasses import dataclass
-from typing import Protocol
 
+from chaos.health.sighting import Sighting, Source, SourceUnavailable
 from chaos.health.xidline import bus_id_for, parse_xid_line
 
-
-class SourceUnavailable(Exception):
-    """This host cannot provide the source; the message says why and how to enable it."""
-
-
-@dataclass(frozen=True)
-class Sighting:
-    """One XID as a source saw it: the device by bus id (kernel log) or by index (NVML, DCGM)."""
-
-    source: str
-    code: int
-    bus_id: str | None
-    device: int | None
-    raw: str
-    pid: int | None = None
-
-
-class Source(Protocol):
-    name: str
-
-    def read(self, timeout_s: float) -> list[Sighting]:
-        """New sightings, waiting at most ``timeout_s`` for the first."""
-
-    def close(self) -> None:
-        """Release the file, fd or child process."""
+__all__ = ["DcgmSource", "FileSource", "JournalSource", "KmsgSource", "Sighting", "Source", "SourceUnavailable",
+           "open_source"]
 
 
 def _sightings(source: str, lines: list[str]) -> list[Sighting]:

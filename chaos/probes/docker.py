@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 
-from chaos.doctor import Host, ProbeResult, probe
+from chaos.probes.base import Host, ProbeResult, probe
 
 
 @probe("docker", "target docker: nodes as containers on a private network")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from chaos.doctor import Host, ProbeResult, probe
+from chaos.probes.base import Host, ProbeResult, probe
 
 
 @probe("nvml", "xid: the monitor reads real NVML events and device state (sink nvml is simulated without it)")

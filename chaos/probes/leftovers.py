@@ -12,11 +12,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from chaos.doctor import Host, ProbeResult, probe
-from chaos.ledger import LEDGER_NAME, Ledger, unfinished_runs
+from chaos.probes.base import Host, ProbeResult, probe
+from chaos.runtime.ledger import LEDGER_NAME, Ledger, unfinished_runs
 
 PREFIX = "chaos-"
-DOCTOR_PREFIX = "chaos-doctor-"  # the doctor's own throwaway namespace (chaos.doctor.Host.netns)
+DOCTOR_PREFIX = "chaos-doctor-"  # the doctor's own throwaway namespace (chaos.probes.base.Host.netns)
 NETNS_DIR = Path("/run/netns")  # where `ip netns add` mounts each named namespace
 # A run makes its namespaces before its ledger names them and before anything runs in them: a
 # namespace younger than this is a run starting up, not an abandoned one.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from chaos.doctor import Host, ProbeResult, probe
+from chaos.probes.base import Host, ProbeResult, probe
 from chaos.errors import ChaosError
 
 

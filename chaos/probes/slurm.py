@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 
-from chaos.doctor import Host, ProbeResult, probe
+from chaos.probes.base import Host, ProbeResult, probe
 from chaos.slurm.minicluster import missing_commands
 
 
@@ -27,7 +27,7 @@ def slurm(host: Host) -> ProbeResult:
 
 @probe("slurm-existing", "target slurm (cluster: existing): your cluster's controller through $SLURM_CONF")
 def slurm_existing(host: Host) -> ProbeResult:
-    from chaos.targets.slurm import CLIENT_COMMANDS
+    from chaos.targets.slurm_config import CLIENT_COMMANDS
 
     missing = [c for c in CLIENT_COMMANDS if shutil.which(c) is None]
     if missing:

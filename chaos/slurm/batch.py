@@ -5,7 +5,7 @@ SLURM_RESTART_COUNT, so a requeued job's events never mix with the failed one's)
 rendezvous host (the allocation's first node) and starts one ``slurm-node.sh`` per node with srun.
 ``slurm-node.sh`` runs torchrun on its node with c10d rendezvous on that host.
 
-The torchrun command line is the one every other target uses (chaos.launch.workload_argv), built
+The torchrun command line is the one every other target uses (chaos.runtime.launch.workload_argv), built
 with placeholders for what only the node knows at run time (its address, whether it is the
 rendezvous host), which the script fills from Slurm's variables.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from chaos.launch import Rendezvous
+from chaos.runtime.launch import Rendezvous
 
 # Placeholders survive shlex.join unquoted (only [\w@%+=:,./-]) and become shell expansions.
 _SLOTS = {"@RDZV_HOST@": "${RDZV_HOST}", "@LOCAL_ADDR@": "${LOCAL_ADDR}", "@IS_HOST@": "${IS_HOST}",

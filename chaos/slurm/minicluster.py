@@ -7,7 +7,7 @@ each slurmd in its node's namespace under a subreaper (chaos/slurm/reaper.py) so
 stay in its process tree. Each daemon's kill is in the ledger before it starts.
 
 Measured on a 2-core Debian 12 box with slurm-wlm 22.05: all nodes idle ~1.3 s after the first
-daemon starts (recipe: ../shared/notes/slurm-minicluster.md).
+daemon starts (docs/slurm.md describes the cluster).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import psutil
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError
-from chaos.launch import PACKAGE_ROOT
+from chaos.runtime.launch import PACKAGE_ROOT
 from chaos.slurm.control import SlurmControl
-from chaos.undo import Command, KillTree, RemovePath
+from chaos.runtime.undo import Command, KillTree, RemovePath
 
 PARTITION = "chaos"
 """The partition the run's job is submitted to."""

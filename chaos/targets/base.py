@@ -2,59 +2,27 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from chaos.runtime.context import RunContext
+from chaos.runtime.node import Node
+from chaos.runtime.processes import Worker
+from chaos.registry import TARGETS, Plugin
+from chaos.spec.configs import TargetConfig
 
-from chaos.context import RunContext
-from chaos.processes import Worker
-from chaos.registry import TARGETS
-
-
-class TargetConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    GOLDEN_NEUTRAL: ClassVar[frozenset[str]] = frozenset()
-    """Fields that shape what happens after a fault (spare capacity, how long a scheduler waits), never what a
-    fault-free run computes: left out of the golden cache key, so experiments differing only in them share
-    one golden run. Conservative by design: a field belongs here only when the ranks' layout cannot change."""
-
-    def golden_key(self) -> dict[str, Any]:
-        return self.model_dump(exclude=set(self.GOLDEN_NEUTRAL))
+__all__ = ["Node", "Target", "TargetConfig"]
 
 
-@dataclass
-class Node:
-    """One node of the run: its name, its address on the run's network (if any), and its agent process."""
-
-    name: str
-    rank: int
-    address: str | None = None
-    proc: subprocess.Popen | None = None
-    info: dict[str, Any] = field(default_factory=dict)
-
-    def poll(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
-
-class Target:
-    """Base class. Subclass with ``kind="..."`` to register.
+class Target(Plugin):
+    """The target contract (chaos.runtime.context.TargetHandle is what the run sees of it). Base class. Subclass with ``kind="..."`` to register.
 
     ``prepare`` and ``launch`` register their undo in the ledger (owner ``"target"``) before acting,
     so ``teardown`` and ``chaos cleanup`` remove whatever they made.
     """
 
-    kind: ClassVar[str] = ""
+    registry = TARGETS
     Config: ClassVar[type[TargetConfig]] = TargetConfig
-
-    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if kind:
-            cls.kind = kind
-            TARGETS.register(kind, cls)
 
     def __init__(self, config: TargetConfig) -> None:
         self.config = config

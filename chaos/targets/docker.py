@@ -14,13 +14,13 @@ from typing import Any
 import psutil
 from pydantic import Field, model_validator
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError, HarnessError
-from chaos.launch import PACKAGE_ROOT, Rendezvous, workload_argv, workload_cwd, workload_env
-from chaos.network import node_address, pick_subnet, run_names, used_networks
+from chaos.runtime.launch import PACKAGE_ROOT, Rendezvous, workload_argv, workload_cwd, workload_env
+from chaos.runtime.network import node_address, pick_subnet, run_names, used_networks
 from chaos.targets.base import Node, Target, TargetConfig
 from chaos.targets.netns import nnodes_arg, require_root, surviving_exit_code
-from chaos.undo import Command
+from chaos.runtime.undo import Command
 
 HOST_IMAGE = "host"
 HOST_IMAGE_REPO = "chaos-node-host"
@@ -164,14 +164,14 @@ class Docker(Target, kind="docker"):
     # ------------------------------------------------------------------ network and nodes
 
     def _subnet(self, run: RunContext) -> Any:
-        if "docker.subnet" not in run.scratch:
+        if run.subnet is None:
             used = run.shell.run(["ip", "-4", "route", "show", "table", "all"], check=False).stdout
             used += run.shell.run(["ip", "-4", "-o", "addr", "show"], check=False).stdout
             for net in self._client().networks.list():
                 for pool in (net.attrs.get("IPAM") or {}).get("Config") or []:
                     used += " " + pool.get("Subnet", "")
-            run.scratch["docker.subnet"] = pick_subnet(run_names(run).rid, used_networks(used))
-        return run.scratch["docker.subnet"]
+            run.subnet = pick_subnet(run_names(run).rid, used_networks(used))
+        return run.subnet
 
     def plan(self, run: RunContext) -> list[str]:
         n = run_names(run)

@@ -7,10 +7,10 @@ import subprocess
 
 import psutil
 
-from chaos.context import RunContext
-from chaos.launch import Rendezvous, workload_argv, workload_cwd, workload_env
+from chaos.runtime.context import RunContext
+from chaos.runtime.launch import Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.targets.base import Node, Target, TargetConfig
-from chaos.undo import KillTree
+from chaos.runtime.undo import KillTree
 
 
 class LocalConfig(TargetConfig):

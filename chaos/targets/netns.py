@@ -10,12 +10,12 @@ import subprocess
 import psutil
 from pydantic import Field, model_validator
 
-from chaos.context import RunContext
+from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError
-from chaos.launch import Rendezvous, workload_argv, workload_cwd, workload_env
-from chaos.network import node_address, pick_subnet, run_names, used_networks
+from chaos.runtime.launch import Rendezvous, workload_argv, workload_cwd, workload_env
+from chaos.runtime.network import node_address, pick_subnet, run_names, used_networks
 from chaos.targets.base import Node, Target, TargetConfig
-from chaos.undo import Command, KillTree
+from chaos.runtime.undo import Command, KillTree
 
 
 class NetnsConfig(TargetConfig):
@@ -82,11 +82,11 @@ class Netns(Target, kind="netns"):
                 raise CapabilityError(f"'{tool}' is not installed: apt-get install -y iproute2 util-linux")
 
     def _addressing(self, run: RunContext) -> ipaddress.IPv4Network:
-        if "netns.subnet" not in run.scratch:
+        if run.subnet is None:
             used = run.shell.run(["ip", "-4", "route", "show", "table", "all"], check=False).stdout
             used += run.shell.run(["ip", "-4", "-o", "addr", "show"], check=False).stdout
-            run.scratch["netns.subnet"] = pick_subnet(run_names(run).rid, used_networks(used))
-        return run.scratch["netns.subnet"]
+            run.subnet = pick_subnet(run_names(run).rid, used_networks(used))
+        return run.subnet
 
     def _setup_commands(self, run: RunContext) -> list[tuple[list[str], Command]]:
         """(command, its undo) in creation order: the switch namespace and bridge, then each node."""

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Callable, ClassVar
 
-from pydantic import BaseModel, ConfigDict
 
-from chaos.events import Record
-from chaos.registry import TRIGGERS
+
+from chaos.spec.configs import StrictConfig
+from chaos.evidence.events import Record
+from chaos.registry import TRIGGERS, Plugin
 
 
 @dataclass
@@ -32,26 +33,18 @@ class TriggerState:
     """Seconds since launch of the latest injection of any fault (None before the first)."""
 
 
-class TriggerParams(BaseModel):
+class TriggerParams(StrictConfig):
     """Parameters of one trigger kind. ``shorthand`` names the field a bare scalar fills."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-
-class Trigger:
+class Trigger(Plugin):
     """Base class: subclass with ``kind=`` to register; ``__call__`` returns True when it fires."""
 
-    kind: ClassVar[str] = ""
+    registry = TRIGGERS
     Params: ClassVar[type[TriggerParams]] = TriggerParams
     shorthand: ClassVar[str | None] = None
     repeating: ClassVar[bool] = False
     """A repeating trigger may fire many times; the others fire at most once."""
-
-    def __init_subclass__(cls, kind: str = "", **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if kind:
-            cls.kind = kind
-            TRIGGERS.register(kind, cls)
 
     def __init__(self, params: TriggerParams | None = None) -> None:
         self.params = params if params is not None else self.Params()

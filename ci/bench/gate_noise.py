@@ -11,7 +11,7 @@ really landed (the trigger's jitter that lost_steps no longer counts, issue 39).
 
 Each rerun is gated twice from the same journals, side by side: as measured (the gate before issue
 39's host-speed scaling, the baseline of this benchmark) and at the baseline's host speed (what
-``chaos run --baseline`` does now, chaos.baseline).
+``chaos run --baseline`` does now, chaos.report.baseline).
 
 Goal (issues 13, 39): 0 false alarms in the quiet reruns; the slowed save fails on ckpt.save_s and
 the slowed restore on a recovery figure.
@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from chaos.baseline import Comparison, build_baseline, compare, speed_of  # noqa: E402
-from chaos.experiment import load_experiment  # noqa: E402
-from chaos.golden import Golden  # noqa: E402
-from chaos.runner import Runner  # noqa: E402
+from chaos.report.baseline import Comparison, build_baseline, compare, speed_of  # noqa: E402
+from chaos.spec.load import load_experiment  # noqa: E402
+from chaos.run.golden import Golden  # noqa: E402
+from chaos.run.runner import Runner  # noqa: E402
 
 
 def run_journals(exp: Any, runs: Path, n: int) -> list[dict[str, Any]]:

@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from chaos.context import HarnessLog, RunContext
-from chaos.ledger import Ledger
-from chaos.shell import Shell
+from chaos.runtime.context import HarnessLog, RunContext
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
 from chaos.targets.netns import Netns, NetnsConfig
 
 

@@ -15,8 +15,8 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from chaos.experiment import load_experiment
-from chaos.runner import Runner
+from chaos.spec.load import load_experiment
+from chaos.run.runner import Runner
 
 EXPERIMENT = Path(__file__).resolve().parents[2] / "experiments" / "partition-node-ddp.yaml"
 DEFAULTS = {"gloo default": 1800.0, "nccl default": 600.0}

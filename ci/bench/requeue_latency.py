@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from chaos.experiment import load_experiment  # noqa: E402
-from chaos.runner import Runner  # noqa: E402
+from chaos.spec.load import load_experiment  # noqa: E402
+from chaos.run.runner import Runner  # noqa: E402
 
 IN_JOB = ROOT / "experiments" / "slurm-rank-kill-ddp.yaml"
 REQUEUE = ROOT / "experiments" / "slurm-requeue-ddp.yaml"

@@ -30,10 +30,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from chaos.events import EventTail  # noqa: E402
-from chaos.experiment import load_experiment  # noqa: E402
-from chaos.launch import script_args  # noqa: E402
-from chaos.runner import Runner  # noqa: E402
+from chaos.evidence.events import EventTail  # noqa: E402
+from chaos.spec.load import load_experiment  # noqa: E402
+from chaos.runtime.launch import script_args  # noqa: E402
+from chaos.run.runner import Runner  # noqa: E402
 
 EXPERIMENT = ROOT / "experiments" / "rank-kill-ddp.yaml"
 

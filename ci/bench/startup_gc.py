@@ -29,7 +29,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from chaos.events import read_records
+from chaos.evidence.events import read_records
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parent))

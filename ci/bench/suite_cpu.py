@@ -8,7 +8,7 @@ torchrun, the ranks, a golden run) as the junit property ``cpu_s``. On a 2-core 
 is CPU-bound, so wall time per test mostly says how crowded the box was; CPU seconds say what
 each test costs, and their sum over the cores is the floor of the suite's wall time. Both move
 with the host's own speed, which the plugin records at the start of the run (the CPU seconds of one
-``import torch``, chaos.host_speed): compare two suites only with it in view.
+``import torch``, chaos.runtime.host_speed): compare two suites only with it in view.
 
 The last table is the other half: wall minus CPU per test, the seconds a test spent not computing
 (sleeps and restart back-offs, Slurm's timers, a wait for another worker's golden run, CPU spent
@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import argparse
 import collections
+import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-from chaos.pytest_plugin import HOST_SPEED_PROPERTY, WORKERS_PROPERTY
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
+
+from suite_telemetry import HOST_SPEED_PROPERTY, WORKERS_PROPERTY  # noqa: E402  (the suite's own plugin)
 
 
 def main() -> int:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.experiment import load_experiment
-from chaos.outcome import RunReport
-from chaos.runner import Runner
+from chaos.spec.load import load_experiment
+from chaos.evidence.outcome import RunReport
+from chaos.run.runner import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 MANAGERS = REPO / "tests" / "fixtures" / "ckpt_managers"

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from chaos.experiment import load_experiment
-from chaos.goodput import compute_goodput
-from chaos.runner import Runner
+from chaos.spec.load import load_experiment
+from chaos.evidence.goodput import compute_goodput
+from chaos.run.runner import Runner
 
 REPO = Path(__file__).resolve().parents[2]
 SAVE_DELAY_S = 0.4

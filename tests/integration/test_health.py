@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from chaos.experiment import load_experiment
-from chaos.runner import Runner
+from chaos.spec.load import load_experiment
+from chaos.run.runner import Runner
 
 EXPERIMENTS = Path(__file__).resolve().parents[2] / "experiments"
 

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.safety import kernel_leftovers
-from chaos.context import HarnessLog, RunContext
+from chaos.runtime.safety import kernel_leftovers
+from chaos.runtime.context import HarnessLog, RunContext
 from chaos.faults.network_degrade import NetworkDegrade, NetworkDegradeConfig
 from chaos.faults.partition import Partition, PartitionConfig
-from chaos.ledger import Ledger
-from chaos.network import has_netem, run_names
-from chaos.shell import Shell
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.network import has_netem, run_names
+from chaos.runtime.shell import Shell
 from chaos.targets.netns import Netns, NetnsConfig
 
 pytestmark = pytest.mark.skipif(

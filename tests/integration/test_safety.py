@@ -3,7 +3,7 @@
 For every registered fault kind a small experiment is built from that kind's example in
 ``experiments/`` (only that fault, no ``duration_s`` so it stays active, a workload far longer than
 the test). ``chaos run`` is started as a subprocess; once harness.jsonl records ``fault_inject`` the
-harness is interrupted. Afterwards ``chaos.safety.find_leftovers`` must find nothing of the run:
+harness is interrupted. Afterwards ``chaos.runtime.safety.find_leftovers`` must find nothing of the run:
 
 - processes: any live process whose environment carries this run's ``CHAOS_RUN_DIR`` (the torchrun
   agent, every worker, re-parented or in its own session), and every PID the ledger launched;
@@ -44,10 +44,10 @@ from typing import Any
 import pytest
 import yaml
 
-from chaos.experiment import load_experiment
-from chaos.ledger import Ledger, unfinished_runs
+from chaos.spec.load import load_experiment
+from chaos.runtime.ledger import Ledger, unfinished_runs
 from chaos.registry import FAULTS
-from chaos.safety import find_leftovers, run_processes
+from chaos.runtime.safety import find_leftovers, run_processes
 
 pytestmark = pytest.mark.integration
 

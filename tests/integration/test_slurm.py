@@ -18,9 +18,9 @@ import psutil
 import pytest
 import yaml
 
-from chaos.ledger import Ledger
-from chaos.network import short_id
-from chaos.safety import find_leftovers
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.network import short_id
+from chaos.runtime.safety import find_leftovers
 from chaos.slurm.minicluster import missing_commands, state_root
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -153,8 +153,8 @@ def test_sigkilled_harness_then_cleanup_leaves_nothing(slurm_run) -> None:
 def test_a_workload_that_does_not_save_on_sigterm_fails_saved_on_preempt_naming_the_lost_steps(tmp_path: Path) -> None:
     """The reference workload passes experiments/slurm-preempt-fsdp.yaml; this fixture has no SIGTERM
     handler, dies of the preemption notice, and loses the steps since its last periodic checkpoint."""
-    from chaos.experiment import load_experiment
-    from chaos.runner import Runner
+    from chaos.spec.load import load_experiment
+    from chaos.run.runner import Runner
 
     doc = yaml.safe_load((ROOT / "experiments" / "slurm-preempt-fsdp.yaml").read_text())
     doc.update(name="slurm-preempt-deaf", timeout_s=180)
@@ -177,7 +177,7 @@ def test_a_workload_that_does_not_save_on_sigterm_fails_saved_on_preempt_naming_
     assert figs["lost_steps"] > 0 and figs["resumed_from_step"] in (20, 30), detail
     assert f"steps {figs['resumed_from_step'] + 1}..{figs['last_step']}" in saved.reason, detail
     # The fixture wrote attempt 0.0 in the requeued job too: judged as the launch the harness saw it in.
-    from chaos.events import History
+    from chaos.evidence.events import History
 
     starts = History.from_run_dir(report.run_dir).of("start")
     requeued = [r for r in starts if r.get("attempt_reported") == "0.0"]

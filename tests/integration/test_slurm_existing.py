@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.context import HarnessLog, RunContext
+from chaos.runtime.context import HarnessLog, RunContext
 from chaos.errors import CapabilityError
-from chaos.ledger import Ledger
-from chaos.shell import Shell
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
 from chaos.slurm.minicluster import MiniCluster, free_port, missing_commands, standalone_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,8 +67,8 @@ def _experiment(tmp: Path, conf: Path, faults: list[dict], checks: list[dict], *
 
 
 def _run(path: Path, tmp: Path):
-    from chaos.experiment import load_experiment
-    from chaos.runner import Runner
+    from chaos.spec.load import load_experiment
+    from chaos.run.runner import Runner
 
     return Runner(load_experiment(path), runs_root=tmp / "runs", golden=None).run()
 

@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.integration,
 
 
 def test_resuming_without_the_loaders_state_trains_samples_twice(tmp_path: Path) -> None:
-    from chaos.experiment import load_experiment
-    from chaos.runner import Runner
+    from chaos.spec.load import load_experiment
+    from chaos.run.runner import Runner
 
     doc = yaml.safe_load((ROOT / "experiments" / "stateful-loader-rank-kill.yaml").read_text())
     doc["name"] = "stateful-loader-no-state"

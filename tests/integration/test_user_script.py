@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from chaos.experiment import load_experiment
-from chaos.runner import Runner
+from chaos.spec.load import load_experiment
+from chaos.run.runner import Runner
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tests" / "fixtures" / "workloads" / "tutorial_ddp.py"

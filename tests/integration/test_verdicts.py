@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from chaos.experiment import load_experiment
-from chaos.golden import Golden
-from chaos.outcome import RunReport
-from chaos.runner import Runner
-from chaos.safety import find_leftovers
+from chaos.spec.load import load_experiment
+from chaos.run.golden import Golden
+from chaos.evidence.outcome import RunReport
+from chaos.run.runner import Runner
+from chaos.runtime.safety import find_leftovers
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "workloads"

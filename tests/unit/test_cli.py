@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 
 from chaos.cli import main
 from chaos.faults.base import Fault
-from chaos.ledger import Ledger, unfinished_runs
+from chaos.runtime.ledger import Ledger, unfinished_runs
 from chaos.registry import FAULTS
-from chaos.undo import KillTree, RemovePath, Signal
+from chaos.runtime.undo import KillTree, RemovePath, Signal
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = ["a\0b", "x" * 5000, "../../../../etc/passwd", "/etc/passwd", "/", "/proc/self/mem", "-", "--",
@@ -256,7 +256,7 @@ def test_a_command_imports_only_its_own_module_and_help_lists_every_command(caps
     assert "cleanup" in capsys.readouterr().err
     # The cheap commands leave the runner, the report code and pydantic's models unimported.
     probe = ("import sys; from chaos.cli import build_parser; build_parser(['cleanup']); "
-             "print(sorted(m for m in ('chaos.runner', 'chaos.htmlreport', 'chaos.experiment') if m in sys.modules))")
+             "print(sorted(m for m in ('chaos.run.runner', 'chaos.report.html', 'chaos.spec.experiment') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
@@ -265,7 +265,7 @@ def test_validate_says_when_an_experiment_that_restarts_the_job_judges_no_resume
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 32 item 11: a stack that retrains from step 0 after the fault passed four shipped experiments."""
     from chaos.commands.validate import resume_unjudged
-    from chaos.experiment import load_experiment
+    from chaos.spec.load import load_experiment
 
     repo = Path(__file__).resolve().parents[2]
     path = tmp_path / "restart.yaml"

@@ -57,7 +57,7 @@ def test_parallel_runs_do_not_collide(suite: pytest.Pytester) -> None:
 def test_a_known_failure_is_expected_only_exactly_as_recorded() -> None:
     from types import SimpleNamespace as NS
 
-    from chaos.experiment import KnownFailure
+    from chaos.spec.experiment import KnownFailure
     from chaos.pytest_plugin import known_failure_matches
 
     known = KnownFailure(checks=["exactly_once", "matches_golden"], reason="reshuffled epoch", upstream="u/1",
@@ -86,7 +86,7 @@ def test_a_known_failure_is_expected_only_exactly_as_recorded() -> None:
 def test_a_known_failure_without_a_signature_per_check_is_refused() -> None:
     from pydantic import ValidationError
 
-    from chaos.experiment import KnownFailure
+    from chaos.spec.experiment import KnownFailure
 
     with pytest.raises(ValidationError, match="known_failure.signature has no pattern for matches_golden"):
         KnownFailure(checks=["exactly_once", "matches_golden"], reason="r", signature={"exactly_once": "dup"})
@@ -102,12 +102,12 @@ def test_the_junit_xml_records_the_worker_count_beside_the_host_speed(monkeypatc
 
     from _pytest.junitxml import xml_key
 
-    import chaos.host_speed
-    from chaos.pytest_plugin import HOST_SPEED_PROPERTY, WORKERS_PROPERTY, pytest_sessionstart
+    import suite_telemetry
+    from suite_telemetry import HOST_SPEED_PROPERTY, WORKERS_PROPERTY, pytest_sessionstart
 
     recorded: list[tuple[str, object]] = []
     xml = SimpleNamespace(add_global_property=lambda name, value: recorded.append((name, value)))
-    monkeypatch.setattr(chaos.host_speed, "import_torch_cpu_s", lambda: 1.25)
+    monkeypatch.setattr(suite_telemetry, "import_torch_cpu_s", lambda: 1.25)
 
     def session(numprocesses: object) -> SimpleNamespace:
         config = SimpleNamespace(option=SimpleNamespace(numprocesses=numprocesses), stash={xml_key: xml})

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from typing import Any, Callable
 
 from chaos.checks.base import FaultRecord, RunOutcome
-from chaos.events import History
+from chaos.evidence.events import History
 
 
 class Cursor:
@@ -94,7 +94,7 @@ class Sim:
             self.emit("final", attempt, rank, step=step, digest=(digests or {}).get(rank, "d" * 64))
 
     def witness(self, seen: str, attempt: str, path: str, ok: bool | None, problems: list[str] | None = None) -> None:
-        """A harness ``ckpt_verify`` of the last ``seen`` event of ``path`` in ``attempt``, as chaos.witness logs it."""
+        """A harness ``ckpt_verify`` of the last ``seen`` event of ``path`` in ``attempt``, as chaos.evidence.witness logs it."""
         event = [r for r in self.records if r["ev"] == seen and r["attempt"] == attempt and r.get("path") == path][-1]
         self.t += 1.0
         self.records.append({"ev": "ckpt_verify", "t": self.t, "mono": self.t, "pid": 1, "host": "h",

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from truth import Params, Truth, checks_for, play  # noqa: E402
 
-from chaos.outcome import CheckResult, FaultRecord, judge_protocol  # noqa: E402
+from chaos.evidence.outcome import CheckResult, FaultRecord, judge_protocol  # noqa: E402
 from chaos.registry import CHECKS  # noqa: E402
 
 PROTOCOL = "event_protocol"
@@ -442,6 +442,17 @@ def stall_before_resume(t: Truth) -> Truth | None:
     return m
 
 
+@operator("recovery_time", "completes", "matches_golden", item="32.13")
+def restart_never_started(t: Truth) -> Truth | None:
+    """The restart's workers were spawned (the harness saw them, and saw them exit) but no rank of it ever sent
+    start, nor anything after; the job still exited 0. A spawn is no restart: none happened, bounded or not."""
+    m = _copy(t)
+    # The restart's own records, and the witness's looks at the loads and commits it never made.
+    _drop(m, [r for r in m.records if r.get("attempt") == "0.1"
+              and (r.get("source") != "harness" or r.get("ev") == "ckpt_verify")])
+    return m
+
+
 @operator("detection", item="existing")
 def hang_outlasted(t: Truth) -> Truth | None:
     """The hang is released after 1 s; only then do the workers exit (the job never noticed it)."""
@@ -484,6 +495,21 @@ def unrelated_alert_credited(t: Truth) -> Truth | None:
                       "rank": 0, "world_size": t.params.world, "attempt": "0.0", "source": "straggler",
                       "code": "slow_rank", "device": 0, "action": "alert", "slow_rank": 0, "ratio": 1.6})
     m.records.sort(key=lambda r: r["t"])
+    return m
+
+
+# ---- truth-preserving rewrites (no lie: every verdict must stay what it was) --------------------
+
+def script_keeps_its_label(t: Truth) -> Truth:
+    """Not a lie: the user's script labels its own attempts and keeps the first one across the restart (a
+    Slurm requeue, a peer agent that only re-rendezvoused): every rank record of the restart says attempt 0.0.
+    The harness's own records still name the rounds it saw (worker_spawn with generation, worker_pid and node;
+    the witness's looks at what the history held, relabelled), so the one attempt rule
+    (``History.align_attempts``) must give the restart back its own attempt, and every check the same verdict."""
+    m = _copy(t)
+    for r in m.records:
+        if r.get("source") != "harness" and r.get("attempt") == "0.1":
+            r["attempt"] = "0.0"
     return m
 
 

@@ -14,7 +14,7 @@ from histsim import Cursor, Sim, make_outcome
 from chaos.checkpoint.manifest import build_manifest, write_manifest
 from chaos.checks.base import FaultRecord, RunOutcome
 from chaos.checks.checkpoint_integrity import CheckpointIntegrity, CheckpointIntegrityConfig
-from chaos.events import History
+from chaos.evidence.events import History
 
 
 class Run:
@@ -51,7 +51,7 @@ class Run:
 
     def witness(self, seen: str, step: int, ok: bool | None, problems: tuple[str, ...] = (),
                 source: str = "harness") -> None:
-        """The harness's ckpt_verify of the last ``seen`` event of step ``step`` (as chaos.witness writes it)."""
+        """The harness's ckpt_verify of the last ``seen`` event of step ``step`` (as chaos.evidence.witness writes it)."""
         event = [r for r in self.records if r["ev"] == seen and r.get("path") == self.path(step)][-1]
         self.emit("ckpt_verify", event["attempt"], source=source, path=self.path(step), step=step, seen=seen,
                   t_event=event["t"], ok=ok, gone=ok is None, format="manifest", problems=list(problems))

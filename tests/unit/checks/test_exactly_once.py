@@ -9,7 +9,7 @@ from histsim import Cursor, Sim
 
 from chaos.checks.exactly_once import ExactlyOnce, ExactlyOnceConfig
 from chaos.errors import HarnessError
-from chaos.golden import summarize_golden
+from chaos.evidence.finals import summarize_golden
 
 
 def judge(sim, outcome_of, **config):

@@ -8,9 +8,9 @@ from histsim import make_outcome
 
 from chaos.checks.fault_mix import FaultMix, FaultMixConfig
 from chaos.checks.goodput import GoodputCheck, GoodputConfig
-from chaos.events import History
-from chaos.gameday.plan import Scheduled
-from chaos.outcome import FaultRecord, judge_faults
+from chaos.evidence.events import History
+from chaos.spec.gameday import Scheduled
+from chaos.evidence.outcome import FaultRecord, judge_faults
 
 
 def scheduled(label: str, category: str) -> Scheduled:

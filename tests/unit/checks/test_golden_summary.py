@@ -7,7 +7,8 @@ from types import SimpleNamespace
 
 from histsim import Cursor, Sim
 
-from chaos.golden import SUMMARY_VERSION, Golden, summarize_golden
+from chaos.evidence.finals import summarize_golden
+from chaos.run.golden import SUMMARY_VERSION, Golden
 
 
 def test_the_summary_lists_each_kept_steps_global_samples_per_epoch_in_step_order():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from chaos.checks.health_action import HealthAction, HealthActionConfig
-from chaos.outcome import FaultRecord
+from chaos.evidence.outcome import FaultRecord
 
 
 def ecc_creep(sim, save_step: int, reason: str | None):

@@ -13,7 +13,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mutations import OPERATORS, PROTOCOL, SAMPLES, judged, matrix, render, verdict_of
+from mutations import OPERATORS, PROTOCOL, SAMPLES, judged, matrix, render, script_keeps_its_label, verdict_of
 from truth import CONFIGS, SCENARIOS, Params, play
 
 from chaos.registry import CHECKS
@@ -98,6 +98,40 @@ def test_no_check_passes_a_lie_that_breaks_its_promise(name: str, params: Params
         assert result.verdict != "pass", f"{name} ({op.doc}) in {params}: {kind} PASSED: {result.reason}"
         # A lie is a finding, never a crash of the check (a harness ERROR hides the finding).
         assert result.verdict != "error", f"{name} in {params}: {kind} crashed: {result.reason}"
+
+
+@PROPERTY
+@given(params=jobs())
+def test_a_restart_that_never_started_has_no_restart_s(params: Params) -> None:
+    """Issue 32 item 13, judged as the experiment that promises it: a bounded restart_s. ``truth.CONFIGS`` judges
+    recovery_time by resume_s, which the lie breaks whatever restart_s says; this holds restart_s itself."""
+    config = {"metric": "restart_s", "max_s": 60}
+    assert verdict_of("recovery_time", config, play(params)).verdict == "pass"
+    lie = OPERATORS["restart_never_started"].apply(play(params))
+    assert lie is not None
+    result = verdict_of("recovery_time", config, lie)
+    assert result.verdict == "fail", f"{params}: restart_s {result.verdict.upper()}: {result.reason}"
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@PROPERTY
+@given(data=st.data())
+def test_a_script_that_keeps_its_label_is_judged_as_the_rounds_the_harness_saw(scenario: str,
+                                                                                data: st.DataObject) -> None:
+    """Issue 32 item 19, the one attempt rule as a metamorphic property: a script that writes attempt 0.0 in
+    the restart too (``script_keeps_its_label``, no lie) gets every verdict the truth gets, because the history
+    relabels each process to the round the harness saw it spawn in (``History.align_attempts``)."""
+    params = data.draw(jobs(scenario))
+    truth = play(params)
+    same = script_keeps_its_label(truth)
+    assert {r.get("attempt") for r in same.records if r.get("ev") == "start"} == {"0.0"}, "the rewrite did nothing"
+    history = same.history()  # as the runner reads it: from_run_dir aligns the attempts
+    assert {r["attempt"] for r in history.of("start")} == {"0.0", "0.1"}
+    assert [f.recovery for f in same.outcome().faults] == [f.recovery for f in truth.outcome().faults]
+    for kind, config in judged(params).items():
+        want, got = verdict_of(kind, config, truth), verdict_of(kind, config, same)
+        assert got.verdict == want.verdict, (f"{params}: {kind} {got.verdict.upper()} ({got.reason}) where the "
+                                             f"truth got {want.verdict.upper()} ({want.reason})")
 
 
 def test_every_operator_applies_to_a_sample_and_breaks_a_judged_check() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from histsim import make_outcome
 
 from chaos.checks.no_orphans import NoOrphans, NoOrphansConfig
-from chaos.events import History
+from chaos.evidence.events import History
 
 
 def test_a_live_process_of_the_run_fails_the_check(tmp_path: Path) -> None:

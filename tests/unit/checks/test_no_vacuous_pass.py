@@ -11,8 +11,8 @@ from typing import Any, Callable
 import pytest
 from histsim import Cursor, Sim, make_outcome
 
-from chaos.events import History
-from chaos.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults
+from chaos.evidence.events import History
+from chaos.evidence.outcome import CheckResult, FaultRecord, RunOutcome, exit_code_for, judge_faults
 from chaos.registry import CHECKS
 
 REQUIRED_CONFIG: dict[str, dict[str, Any]] = {"detection": {"max_s": 30}, "recovery_time": {"max_s": 60},

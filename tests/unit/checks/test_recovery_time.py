@@ -1,10 +1,10 @@
-"""recovery_time and the per-fault figures of chaos.recovery, on a synthetic kill and restart."""
+"""recovery_time and the per-fault figures of chaos.evidence.recovery, on a synthetic kill and restart."""
 
 from __future__ import annotations
 
 from chaos.checks.base import FaultRecord
 from chaos.checks.recovery_time import RecoveryTime, RecoveryTimeConfig
-from chaos.recovery import compute_recovery
+from chaos.evidence.recovery import compute_recovery
 
 
 def killed_and_resumed(sim):
@@ -170,7 +170,7 @@ def test_a_fault_before_the_first_start_is_unjudgeable(sim, outcome_of):
 
 
 def test_the_step_rate_while_a_fault_acts_against_before_it() -> None:
-    from chaos.events import History
+    from chaos.evidence.events import History
 
     steps = [{"ev": "step", "t": float(t), "attempt": "0.0", "rank": 0, "step": i + 1, "epoch": 0}
              for i, t in enumerate([1, 2, 3, 4, 5, 7, 9, 11, 13, 14, 15])]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from histsim import Cursor
 
 from chaos.checks.base import FaultRecord
-from chaos.events import History
+from chaos.evidence.events import History
 from chaos.checks.saved_on_preempt import SavedOnPreempt, SavedOnPreemptConfig
-from chaos.recovery import compute_recovery
+from chaos.evidence.recovery import compute_recovery
 
 
 def preempted(sim, *, saves: bool, preempt_after: int = 7, resume_from: int | None = None, reason: str | None = "preempt"):

@@ -8,8 +8,8 @@ from pathlib import Path
 from histsim import make_outcome
 
 from chaos.checks.straggler_named import StragglerNamed, StragglerNamedConfig
-from chaos.events import History
-from chaos.outcome import FaultRecord
+from chaos.evidence.events import History
+from chaos.evidence.outcome import FaultRecord
 
 
 def slowed(rank: int = 1) -> FaultRecord:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from histsim import make_outcome
 
 from chaos.checks.struck_mid_save import StruckMidSave, StruckMidSaveConfig
-from chaos.events import History
-from chaos.outcome import FaultRecord
+from chaos.evidence.events import History
+from chaos.evidence.outcome import FaultRecord
 
 
 def kill(t: float = 100.0, attempt: str = "0.0") -> FaultRecord:

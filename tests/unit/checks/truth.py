@@ -8,7 +8,7 @@ exactly one property a check promises and the tests can assert that no check PAS
 Ranks write the protocol (``start``, ``step`` with ``samples``, ``ckpt_*``, ``final``); the harness
 writes its own records (``launch``, ``worker_spawn``/``worker_exit``, the witness's ``ckpt_verify``,
 ``exit``) with ``source: harness``; faults are ``FaultRecord`` s whose recovery figures are computed by
-``chaos.recovery`` from the (possibly mutated) history, as the runner does.
+``chaos.evidence.recovery`` from the (possibly mutated) history, as the runner does.
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from typing import Any, Callable
 from histsim import make_outcome
 
 from chaos.errors import ChaosError
-from chaos.events import HARNESS_LOG, History
-from chaos.outcome import FaultRecord, RunOutcome
-from chaos.recovery import compute_recovery
+from chaos.evidence.events import HARNESS_LOG, History
+from chaos.evidence.outcome import FaultRecord, RunOutcome
+from chaos.evidence.recovery import compute_recovery
 
 SCENARIOS = ("kill", "corrupt", "hang", "resize")
 
@@ -272,7 +272,7 @@ def _batches_from(p: Params, world: int, consumed: int, steps: int) -> list[tupl
 
 
 def golden_of(p: Params) -> dict[str, Any]:
-    """The fault-free run's summary, as ``chaos.golden`` caches it: same world size, same steps, same order."""
+    """The fault-free run's summary, as ``chaos.run.golden`` caches it: same world size, same steps, same order."""
     batches = global_batches(p, p.world, p.steps)
     epoch_samples: dict[str, list[list[int]]] = {}
     for epoch, take in batches:

@@ -22,7 +22,7 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 
 
 def run(tmp_path: Path, text: str, *args: str) -> subprocess.CompletedProcess[str]:
-    from chaos.pytest_plugin import HOST_SPEED_PROPERTY, WORKERS_PROPERTY
+    from suite_telemetry import HOST_SPEED_PROPERTY, WORKERS_PROPERTY
 
     junit = tmp_path / "suite.xml"
     junit.write_text(text.replace("{speed}", HOST_SPEED_PROPERTY).replace("{workers}", WORKERS_PROPERTY))

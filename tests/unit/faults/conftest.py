@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from chaos.context import HarnessLog, RunContext
-from chaos.ledger import Ledger
-from chaos.shell import Shell
+from chaos.runtime.context import HarnessLog, RunContext
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
 from chaos.targets.base import Node, Target
 
 

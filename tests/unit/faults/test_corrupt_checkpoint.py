@@ -11,11 +11,11 @@ import torch
 
 from chaos.checkpoint.manifest import build_manifest, verify_manifest, write_manifest
 from chaos.checkpoint.verify import verify
-from chaos.context import HarnessLog, RunContext
+from chaos.runtime.context import HarnessLog, RunContext
 from chaos.errors import FaultError
 from chaos.faults.corrupt_checkpoint import BROKEN_LATEST, CorruptCheckpoint, CorruptCheckpointConfig
-from chaos.ledger import Ledger
-from chaos.shell import Shell
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
 
 
 def step_dir(root: Path, step: int) -> Path:

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.network_degrade import NetworkDegrade, NetworkDegradeConfig
 from chaos.faults.partition import Partition, PartitionConfig, split
-from chaos.network import run_names
+from chaos.runtime.network import run_names
 
 
 def _cmds(seq):
@@ -48,7 +48,7 @@ def test_partition_rejects_overlapping_or_unknown_groups(net_run) -> None:
 
 def test_degrade_without_netem_uses_nft_numgen_and_tbf(net_run) -> None:
     run, seq = net_run
-    run.scratch["network.netem"] = False
+    run.netem = False
     fault = NetworkDegrade(NetworkDegradeConfig(nodes=1, loss_pct=12.5, rate_mbit=10), index=2)
     details = fault.inject(run)
     assert details["mechanism"] == "nftables+tbf"
@@ -65,7 +65,7 @@ def test_degrade_without_netem_uses_nft_numgen_and_tbf(net_run) -> None:
 
 def test_degrade_with_netem_builds_one_netem_qdisc(net_run) -> None:
     run, seq = net_run
-    run.scratch["network.netem"] = True
+    run.netem = True
     cfg = NetworkDegradeConfig(nodes=[0, 2], delay_ms=50, jitter_ms=10, loss_pct=1, corrupt_pct=0.1,
                                duplicate_pct=2, reorder_pct=25, rate_mbit=100)
     NetworkDegrade(cfg, index=0).inject(run)
@@ -77,7 +77,7 @@ def test_degrade_with_netem_builds_one_netem_qdisc(net_run) -> None:
 
 def test_netem_only_options_are_refused_without_netem(net_run, monkeypatch) -> None:
     run, _seq = net_run
-    run.scratch["network.netem"] = False
+    run.netem = False
     monkeypatch.setattr("chaos.faults.network_degrade.require_root", lambda what: None)
     fault = NetworkDegrade(NetworkDegradeConfig(nodes=1, delay_ms=20, corrupt_pct=1), index=0)
     with pytest.raises(CapabilityError, match="delay_ms, corrupt_pct need tc netem"):
@@ -93,7 +93,7 @@ def test_degrade_config_needs_something_and_reorder_needs_delay() -> None:
 
 
 def test_nft_loss_is_per_mille_and_total_loss_is_a_plain_drop() -> None:
-    from chaos.network import nft_ruleset
+    from chaos.runtime.network import nft_ruleset
 
     assert "numgen random mod 1000 < 5 drop" in nft_ruleset("t", out_daddrs=["10.0.0.1"], loss_pct=0.5)
     assert "numgen" not in nft_ruleset("t", out_daddrs=["10.0.0.1"], loss_pct=100)

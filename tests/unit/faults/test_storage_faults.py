@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from chaos.context import HarnessLog, RunContext
+from chaos.runtime.context import HarnessLog, RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.read_only_storage import ReadOnlyStorage, ReadOnlyStorageConfig
 from chaos.faults.storage_full import StorageFull, StorageFullConfig
-from chaos.ledger import Ledger
-from chaos.shell import Shell
-from chaos.storage import check_can_mount
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
+from chaos.faults.ckpt_mount import check_can_mount
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount: run as root or in CI (.ci/run)")
 

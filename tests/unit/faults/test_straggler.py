@@ -45,7 +45,7 @@ def test_cycle_ends_quietly_when_the_rank_dies() -> None:
 
 def test_hang_rank_registers_sigcont_before_stopping(net_run, monkeypatch) -> None:
     from chaos.faults import hang_rank
-    from chaos.processes import Worker
+    from chaos.runtime.processes import Worker
 
     run, seq = net_run
     worker = Worker(pid=4242, create_time=1.0, rank=1, local_rank=0, restart_count=0, node="node1")

@@ -27,7 +27,7 @@ def test_file_sink_writes_a_driver_line_and_tells_the_workload_where(make_run) -
     fault = fault_of(run)
     fault.check(run)
     fault.prepare(run)
-    assert run.scratch["workload_env"]["CHAOS_XID_SOURCE"] == f"file:{run.run_dir / 'kernel.log'}"
+    assert run.workload_env["CHAOS_XID_SOURCE"] == f"file:{run.run_dir / 'kernel.log'}"
     details = fault.inject(run)
     assert (details["rank"], details["action"], details["bus_id"]) == (1, "exclude", "0000:0f:00")
     [line] = (run.run_dir / "kernel.log").read_text().splitlines()

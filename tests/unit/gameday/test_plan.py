@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from chaos.errors import ExperimentError
-from chaos.experiment import load_experiment
-from chaos.gameday.mix import CATEGORIES, LLAMA3_405B, play
-from chaos.gameday.plan import GamedayConfig, describe, draw
+from chaos.spec.load import load_experiment
+from chaos.spec.mixes import CATEGORIES, LLAMA3_405B, play
+from chaos.spec.gameday import GamedayConfig, describe, draw
 
 REPO = Path(__file__).resolve().parents[3]
 

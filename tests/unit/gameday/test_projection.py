@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from chaos.events import History
-from chaos.gameday.mix import LLAMA3_405B
+from chaos.evidence.events import History
+from chaos.spec.mixes import LLAMA3_405B
 from chaos.gameday.projection import goodput_at, project
-from chaos.goodput import compute_goodput
-from chaos.outcome import FaultRecord
+from chaos.evidence.goodput import compute_goodput
+from chaos.evidence.outcome import FaultRecord
 
 
 def run_with_saves_and_a_kill() -> tuple[History, FaultRecord]:

@@ -1,6 +1,6 @@
 """Stop rules end a game day with the figures that broke them."""
 
-from chaos.gameday.plan import StopConfig
+from chaos.spec.gameday import StopConfig
 from chaos.gameday.stop import StopRules
 
 

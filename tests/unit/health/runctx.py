@@ -6,11 +6,11 @@ from typing import Any, Callable
 
 import pytest
 
-from chaos.context import HarnessLog, RunContext
-from chaos.experiment import load_experiment
-from chaos.plugins import build_fault
-from chaos.ledger import Ledger
-from chaos.shell import Shell
+from chaos.runtime.context import HarnessLog, RunContext
+from chaos.spec.load import load_experiment
+from chaos.run.plugins import build_fault
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
 
 EXPERIMENT = """
 name: t
@@ -29,7 +29,7 @@ class FakeTarget:
 
     def launch(self, run: RunContext) -> None:
         self.launches.append((run.launch_no, run.experiment.workload.nproc_per_node,
-                              dict(run.scratch.get("workload_env", {}))))
+                              dict(run.workload_env)))
 
 
 @pytest.fixture

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from chaos.doctor import Host
-from chaos.ledger import LEDGER_NAME
+from chaos.probes.base import Host
+from chaos.runtime.ledger import LEDGER_NAME
 from chaos.probes import leftovers as probe
-from chaos.shell import CommandResult
+from chaos.runtime.shell import CommandResult
 
 
 class FakeShell:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from chaos.shell import Shell
+from chaos.runtime.shell import Shell
 from chaos.slurm.control import JobState, SlurmControl, parse_record
 
 RUNNING = ("JobId=7 JobName=chaos-abc123 UserId=root(0) GroupId=root(0) Priority=4294901757 "

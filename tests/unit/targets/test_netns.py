@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from chaos.network import IFNAMSIZ, RunNames, pick_subnet, short_id, used_networks
+from chaos.runtime.network import IFNAMSIZ, RunNames, pick_subnet, short_id, used_networks
 from chaos.targets.base import Node
 from chaos.targets.docker import host_rootfs_tar
 from chaos.targets.netns import NetnsConfig, nnodes_arg, surviving_exit_code

@@ -7,7 +7,8 @@ from pydantic import ValidationError
 
 from chaos.errors import CapabilityError
 from chaos.faults.preempt import PreemptConfig
-from chaos.targets.slurm import REFUSED_ON_EXISTING, Slurm, SlurmConfig
+from chaos.targets.slurm import Slurm
+from chaos.targets.slurm_config import REFUSED_ON_EXISTING, SlurmConfig
 
 
 def test_existing_needs_a_shared_dir() -> None:
@@ -57,7 +58,7 @@ def test_drain_without_operator_rights_is_refused_naming_the_permission(monkeypa
     """A non-root user who is neither the SlurmUser nor an AdminLevel Operator cannot drain nodes."""
     import shutil as _shutil
 
-    from chaos.shell import CommandResult
+    from chaos.runtime.shell import CommandResult
 
     target = Slurm(SlurmConfig(cluster="existing", shared_dir="/s"))
 

@@ -1,0 +1,261 @@
+"""Reading the event protocol: follow JSONL files as they grow, and query the merged history."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from chaos.evidence.records import ProtocolError, Record, attempt_key, parse, record, record_problem
+
+__all__ = ["HARNESS_LOG", "EventTail", "History", "ProtocolError", "Record", "attempt_key", "read_records",
+           "record_problem"]
+
+HARNESS_LOG = "harness.jsonl"
+
+
+class EventTail:
+    """Follows every ``*.jsonl`` file in a directory, returning only complete new lines.
+
+    A line still being written (no trailing newline yet) is kept back until it is whole, so a
+    reader racing a writer never sees half a record.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, validate: bool = False) -> None:
+        self.directory = Path(directory)
+        self.validate = validate
+        """Hold workload records to the protocol (``record_problem``); the harness's own need no check."""
+        self._offsets: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self.bad_lines: list[str] = []
+        """``file: problem: line`` for every line left out: not JSON, or breaking the protocol."""
+
+    def poll(self) -> list[Record]:
+        out: list[Record] = []
+        try:
+            paths = sorted(self.directory.glob("*.jsonl"))
+        except OSError:
+            return out
+        for path in paths:
+            out.extend(self._read_new(path))
+        return out
+
+    def _read_new(self, path: Path) -> Iterator[Record]:
+        offset = self._offsets.get(path, 0)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(offset)
+                data = fh.read()
+        except OSError:
+            return
+        if not data:
+            return
+        self._offsets[path] = offset + len(data)
+        data = self._partial.pop(path, b"") + data
+        lines = data.split(b"\n")
+        if lines[-1]:
+            self._partial[path] = lines[-1]
+        for line in lines[:-1]:
+            if not line.strip():
+                continue
+            text = line[:160].decode(errors="replace")
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                self.bad_lines.append(f"{path.name}: not JSON: {text}")
+                continue
+            # The harness's own log: a line of another shape is no record. A workload's file: every line
+            # counts, and one without its kind (say, "event" for "ev") is a protocol break, never dropped.
+            if not isinstance(data, dict):
+                if self.validate:
+                    self.bad_lines.append(f"{path.name}: not a JSON object: {text}")
+                continue
+            if "ev" not in data and not self.validate:
+                continue
+            try:
+                yield parse(data) if self.validate else record(data)
+            except ProtocolError as exc:
+                self.bad_lines.append(f"{path.name}: {exc}: {text}")
+
+
+def read_records(paths: Iterable[str | os.PathLike[str]], *, validate: bool = False,
+                 bad_lines: list[str] | None = None) -> list[Record]:
+    """Every well-formed record of the given files or directories, merged by ``t``; what was left out goes to ``bad_lines``."""
+    records: list[Record] = []
+    for p in paths:
+        p = Path(p)
+        tail = EventTail(p if p.is_dir() else p.parent, validate=validate)
+        if p.is_dir():
+            records.extend(tail.poll())
+        elif p.exists():
+            records.extend(tail._read_new(p))
+        if bad_lines is not None:
+            bad_lines.extend(tail.bad_lines)
+    return sorted(records, key=lambda r: r.get("t", 0.0))
+
+
+def _t(r: Record) -> float:
+    return r.get("t", 0.0)
+
+
+@dataclass
+class History:
+    """The whole run as one time-ordered list of workload and harness records."""
+
+    records: list[Record] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    """Workload lines left out of the history because they broke the protocol (see ``record_problem``)."""
+    relabel: dict[tuple[str, int], str] = field(default_factory=dict)
+    """(host, pid) -> the attempt that process really belonged to, where it reported another (see ``align_attempts``)."""
+
+    def __post_init__(self) -> None:
+        self.records = sorted((record(r) for r in self.records), key=_t)
+
+    @classmethod
+    def from_run_dir(cls, run_dir: str | os.PathLike[str]) -> "History":
+        run_dir = Path(run_dir)
+        malformed: list[str] = []
+        records = read_records([run_dir / "events"], validate=True, bad_lines=malformed)
+        records += read_records([run_dir / HARNESS_LOG])
+        history = cls(records, malformed)
+        history.align_attempts()
+        return history
+
+    def add(self, records: Iterable[Record | dict[str, Any]]) -> list[Record]:
+        """Take new records (typed on the way in); returns them as the history holds them, in the
+        order given: relabelled to their round's attempt where the harness knows better."""
+        new = [self._relabeled(record(r)) for r in records]
+        if not new:
+            return new
+        ordered = sorted(new, key=_t)
+        # Polled every 0.1 s for the whole run: new records mostly come after the old ones, and
+        # then need no sort of everything.
+        late = bool(self.records) and _t(ordered[0]) < _t(self.records[-1])
+        self.records.extend(ordered)
+        if late:
+            self.records.sort(key=_t)
+        return new
+
+    def _relabeled(self, r: Record) -> Record:
+        if not self.relabel or r.get("source") == "harness":
+            return r
+        label = self.relabel.get((str(r.get("host")), r.get("pid")))  # type: ignore[arg-type]
+        return r.relabeled(label) if label is not None and r.get("attempt") != label else r
+
+    def set_attempt(self, host: str, pid: int, attempt: str) -> None:
+        """Record that process ``pid`` on ``host`` belonged to ``attempt``, and relabel what it already wrote."""
+        if self.relabel.get((host, pid)) == attempt:
+            return
+        self.relabel[(host, pid)] = attempt
+        for i, r in enumerate(self.records):
+            if r.get("pid") == pid and str(r.get("host")) == host:
+                self.records[i] = self._relabeled(r)
+
+    def align_attempts(self) -> None:
+        """One attempt id per round of workers, as the harness saw the rounds: the attempt rule that
+        every check, figure and view reads (they all read this history).
+
+        A record belongs to the round of workers the harness saw its process in, whatever attempt
+        the process wrote; only a process the harness never saw keeps the label it wrote. The
+        harness numbers the rounds it sees (a round starts when a worker appears while none of the
+        previous round is alive: torchrun stops every worker of an agent before that agent joins
+        the next rendezvous; under Slurm a requeue raises CHAOS_LAUNCH) and logs it on
+        ``worker_spawn`` as ``generation``; every worker of a round gets the highest attempt the
+        harness read for any of them (``launch.TORCHELASTIC_RESTART_COUNT`` from its environment).
+        Two ways a process writes the wrong label: on a multi-node job only the agent whose worker
+        failed counts a restart, so a peer that merely re-rendezvoused keeps its old count; and a
+        user's script that labels its own attempts may keep one label across a Slurm requeue. Left
+        alone, both make two rounds one attempt (the lineage would call the second an in-process
+        reload, ``0.0#1``, and a check would read the requeued job's ``final`` as the preempted one's).
+        """
+        for spawn, label in self.round_labels():
+            self.set_attempt(str(spawn.get("node")), spawn["worker_pid"], label)
+        # The harness's own records of the workers: the spawn and exit of each relabelled process.
+        for i, r in enumerate(self.records):
+            if r.get("ev") in ("worker_spawn", "worker_exit"):
+                label = self.relabel.get((str(r.get("node")), r.get("worker_pid")))  # type: ignore[arg-type]
+                if label is not None and r.get("attempt") != label:
+                    self.records[i] = r.relabeled(label)
+
+    def round_labels(self) -> list[tuple[Record, str]]:
+        """Each ``worker_spawn`` the harness logged, with the attempt of its round (see ``align_attempts``)."""
+        spawns = [r for r in self.of("worker_spawn") if isinstance(r.get("generation"), int)
+                  and isinstance(r.get("worker_pid"), int) and isinstance(r.get("attempt"), str)]
+        labels: dict[int, str] = {}
+        for r in spawns:
+            g = r["generation"]
+            if g not in labels or attempt_key(r["attempt"]) > attempt_key(labels[g]):
+                labels[g] = r["attempt"]
+        return [(r, labels[r["generation"]]) for r in spawns]
+
+    def of(self, *evs: str, attempt: str | None = None) -> list[Record]:
+        return [
+            r for r in self.records
+            if r.get("ev") in evs and (attempt is None or str(r.get("attempt")) == attempt)
+        ]
+
+    def attempts(self) -> list[str]:
+        """Workload attempts that started at least one rank, in launch/restart order."""
+        seen = {str(r["attempt"]) for r in self.records if r.get("ev") == "start" and "attempt" in r}
+        return sorted(seen, key=attempt_key)
+
+    def all_attempts(self) -> list[str]:
+        """Attempts seen from inside (a rank sent ``start``) or outside (the harness saw a worker spawn)."""
+        seen = set(self.attempts()) | {str(r["attempt"]) for r in self.of("worker_spawn") if "attempt" in r}
+        return sorted(seen, key=attempt_key)
+
+    def by_attempt(self, ev: str) -> dict[str, list[Record]]:
+        out: dict[str, list[Record]] = defaultdict(list)
+        for r in self.of(ev):
+            out[str(r.get("attempt"))].append(r)
+        return out
+
+    def max_step(self, attempt: str | None = None, until: float | None = None) -> int:
+        steps = [
+            int(r["step"]) for r in self.of("step", attempt=attempt)
+            if until is None or r.get("t", 0.0) <= until
+        ]
+        return max(steps, default=0)
+
+    def attempt_ranks(self) -> dict[str, set[Any]]:
+        """The ranks each attempt had: ``range(world_size)`` where its workload records carry one (every
+        SDK record does), else every rank it was seen with, in its own records and the harness's worker
+        spawns. What a check expects to hear from: a rank that reported nothing is still a rank."""
+        sizes: dict[str, int] = {}
+        seen: dict[str, set[Any]] = {}
+        for r in self.records:
+            attempt = r.get("attempt")
+            if attempt is None or r.get("rank") is None or r.source == "output":
+                continue
+            seen.setdefault(str(attempt), set()).add(r.get("rank"))
+            size = r.get("world_size")
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0 and r.source != "harness":
+                sizes[str(attempt)] = max(size, sizes.get(str(attempt), 0))
+        return {a: set(range(sizes[a])) if a in sizes else ranks for a, ranks in seen.items()}
+
+    def end_step(self, attempt: str) -> int:
+        """The step ``attempt`` ended at: its highest step, or, when it ran none, the step it loaded
+        (a job restarted right after committing its last step loads it and has nothing left to train)."""
+        own = self.max_step(attempt=attempt)
+        if own:
+            return own
+        return max((r["step"] for r in self.of("ckpt_load", attempt=attempt) if isinstance(r.get("step"), int)),
+                   default=0)
+
+    def dataset_size(self) -> int | None:
+        for r in self.of("start"):
+            if isinstance(r.get("dataset_size"), int):
+                return r["dataset_size"]
+        return None
+
+    def finals(self) -> list[Record]:
+        return self.of("final")
+
+    def final_attempt(self) -> str | None:
+        finals = self.finals()
+        if not finals:
+            return None
+        return max((str(r.get("attempt")) for r in finals), key=attempt_key)

@@ -1,0 +1,325 @@
+"""The run's records, parsed once where they are read: typed, frozen, and still readable as mappings.
+
+Every line the ranks write and every record the harness logs becomes one ``Record`` when it is read.
+A workload line that breaks the event protocol is a named ``ProtocolError`` then, never a default
+later: a ``step`` without an integer step number would otherwise count as step 0 and quietly change
+a verdict. So is a workload line without ``ev``, or one that claims what only the harness writes (a
+kind of ``HARNESS_KINDS``, ``source: harness``): a rank's own file cannot vouch for itself. A record cannot be changed after it is read. No check can alter what another check or a
+trigger reads; the one correction the harness makes (an attempt relabelled to its round of workers,
+``History.align_attempts``) makes a new record that keeps the reported attempt beside it.
+
+Records read as mappings (``r["step"]``, ``r.get("samples")``), with the typed attributes of their
+kind beside (``Step.step``, ``Step.samples``, ``Record.attempt`` as an ``Attempt``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+_NUMBER = (int, float)
+PROTOCOL: dict[str, dict[str, tuple[type, ...]]] = {
+    # What the checks read of each workload event, and the type it must have (docs/architecture.md, "The event protocol").
+    "hello": {},
+    "start": {},
+    "step": {"step": (int,), "epoch": (int,)},
+    "ckpt_begin": {"step": (int,), "path": (str,)},
+    "ckpt_commit": {"step": (int,), "path": (str,)},
+    "ckpt_error": {"step": (int,)},
+    "ckpt_load": {"step": (int,)},
+    "ckpt_reject": {"path": (str,)},
+    "final": {"step": (int,)},
+}
+COMMON: dict[str, tuple[type, ...]] = {"t": _NUMBER, "attempt": (str,), "rank": (int,)}
+
+HARNESS_KINDS = frozenset({
+    # Kinds only the harness writes, to harness.jsonl (chaos.runtime.context.HarnessLog and the witness): the
+    # checks take them as the harness's own evidence, so a workload line of one of these kinds would
+    # vouch for itself. tests/unit/test_records.py keeps this list equal to what chaos/ logs.
+    "launch", "exit", "timeout", "stuck", "stalled", "harness_error", "live_view_error", "gameday_stop",
+    "fault_inject", "fault_revert", "fault_error", "worker_spawn", "worker_exit", "stray_processes",
+    "ckpt_verify", "witness_incomplete", "cmd", "capability", "ckpt_mount", "xid_write", "straggler_cycles",
+    "nodes", "node_launch", "docker_image", "slurm_submit", "slurm_job", "slurm_step", "slurm_requeue",
+    "slurm_drain", "slurm_drain_failed", "slurm_cluster_up", "slurm_cluster_down", "slurm_daemon",
+    "host_speed",
+})
+RESERVED_SOURCES = frozenset({"harness", "output"})
+"""``source`` values only the harness sets: its own records, and steps it read from the workload's output."""
+RESERVED_FIELDS = frozenset({"attempt_reported"})
+"""Fields only the harness sets on a workload's record (``Record.relabeled``)."""
+
+
+class ProtocolError(ValueError):
+    """A workload record that breaks the event protocol; the message names the field and what was wrong."""
+
+
+def record_problem(data: Mapping[str, Any]) -> str | None:
+    """Why a workload record breaks the event protocol (a missing or mistyped field, a kind or field
+    only the harness may write), or None. For the workload's own event files: harness.jsonl is the
+    harness's, and is read without it."""
+    ev = data.get("ev")
+    if not isinstance(ev, str):
+        if "ev" not in data and "event" in data:
+            return "no 'ev' name (the line says 'event': the protocol names a record's kind 'ev')"
+        return "no 'ev' name" if "ev" not in data else f"'ev' must be str, got {data['ev']!r}"[:80]
+    if ev in HARNESS_KINDS:
+        return (f"{ev} event: a kind only the harness writes (to harness.jsonl); a workload line cannot "
+                f"carry it")
+    if data.get("source") in RESERVED_SOURCES:
+        return (f"{ev} event: 'source' {data['source']!r} is reserved to records the harness writes itself; "
+                f"a workload line cannot claim it")
+    for name in RESERVED_FIELDS & data.keys():
+        return f"{ev} event: '{name}' is a field only the harness sets; a workload line cannot carry it"
+    required = {**COMMON, **PROTOCOL.get(ev, {})}
+    for name, types in required.items():
+        value = data.get(name)
+        if not isinstance(value, types) or isinstance(value, bool):
+            kinds = " or ".join(t.__name__ for t in types)
+            got = "missing" if name not in data else f"got {value!r}"[:60]
+            return f"{ev} event: '{name}' must be {kinds}, {got}"
+    samples = data.get("samples")
+    if ev == "step" and samples is not None and (
+            not isinstance(samples, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in samples)):
+        return "step event: 'samples' must be a list of dataset indices (integers)"
+    return None
+
+
+def attempt_key(attempt: Any) -> tuple[int, ...]:
+    """Order attempts ``"0.2" < "0.10" < "1.0"`` numerically; one that is not ``N.M`` sorts last."""
+    try:
+        return tuple(int(x) for x in str(attempt).split("."))
+    except ValueError:
+        return (1 << 30,)
+
+
+class Attempt(str):
+    """An attempt id, ``"<launch>.<restart>"``: the harness's launch number (a relaunch without a
+    device, a Slurm requeue) and torchrun's restart count. It is still the string the workload
+    wrote, so it keys dicts and compares equal to ``"0.1"``; it orders numerically ("0.2" < "0.10")."""
+
+    __slots__ = ()
+
+    @property
+    def key(self) -> tuple[int, ...]:
+        return attempt_key(self)
+
+    @property
+    def launch(self) -> int | None:
+        key = self.key
+        return key[0] if len(key) == 2 else None
+
+    @property
+    def restart(self) -> int | None:
+        key = self.key
+        return key[1] if len(key) == 2 else None
+
+    def __lt__(self, other: object) -> bool:
+        return self.key < attempt_key(other)
+
+    def __le__(self, other: object) -> bool:
+        return self.key <= attempt_key(other)
+
+    def __gt__(self, other: object) -> bool:
+        return self.key > attempt_key(other)
+
+    def __ge__(self, other: object) -> bool:
+        return self.key >= attempt_key(other)
+
+
+class Record(Mapping[str, Any]):
+    """One record of the run. Read-only: its fields are fixed when it is read."""
+
+    __slots__ = ("_data",)
+    KIND: ClassVar[str | None] = None
+
+    def __init__(self, data: Mapping[str, Any]) -> None:
+        fields = dict(data)
+        if isinstance(fields.get("attempt"), str):
+            fields["attempt"] = Attempt(fields["attempt"])
+        object.__setattr__(self, "_data", MappingProxyType(fields))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a {type(self).__name__} record is read-only")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    # The checks query every record of a run many times: these stay one call into the dict.
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def keys(self) -> Any:
+        return self._data.keys()
+
+    def items(self) -> Any:
+        return self._data.items()
+
+    def values(self) -> Any:
+        return self._data.values()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self._data)!r})"
+
+    def __reduce__(self) -> Any:  # copy and pickle make the same kind of record
+        return (type(self), (dict(self._data),))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-ready copy (the attempt as a plain string)."""
+        return {k: (str(v) if isinstance(v, Attempt) else v) for k, v in self._data.items()}
+
+    @property
+    def ev(self) -> str:
+        return self._data.get("ev", "")
+
+    @property
+    def t(self) -> float:
+        return self._data.get("t", 0.0)
+
+    @property
+    def attempt(self) -> Attempt | None:
+        return self._data.get("attempt")
+
+    @property
+    def rank(self) -> int | None:
+        return self._data.get("rank")
+
+    @property
+    def source(self) -> str | None:
+        """``harness`` for the harness's own records, ``output`` for a step seen in the output, else None."""
+        return self._data.get("source")
+
+    def relabeled(self, attempt: str) -> "Record":
+        """This record as part of ``attempt``, keeping the attempt it reported as ``attempt_reported``."""
+        fields = dict(self._data)
+        fields.setdefault("attempt_reported", fields.get("attempt"))
+        fields["attempt"] = attempt
+        return type(self)(fields)
+
+
+class Start(Record):
+    __slots__ = ()
+    KIND = "start"
+
+    @property
+    def world_size(self) -> int | None:
+        return self._data.get("world_size")
+
+    @property
+    def dataset_size(self) -> int | None:
+        return self._data.get("dataset_size")
+
+
+class Step(Record):
+    __slots__ = ()
+    KIND = "step"
+
+    @property
+    def step(self) -> int:
+        return self._data["step"]
+
+    @property
+    def epoch(self) -> int:
+        return self._data.get("epoch", 0)
+
+    @property
+    def samples(self) -> list[int] | None:
+        """The dataset indices this rank consumed in the step, when the workload says."""
+        return self._data.get("samples")
+
+
+class _Checkpoint(Record):
+    __slots__ = ()
+
+    @property
+    def step(self) -> int | None:
+        return self._data.get("step")
+
+    @property
+    def path(self) -> str | None:
+        return self._data.get("path")
+
+
+class CkptBegin(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_begin"
+
+
+class CkptCommit(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_commit"
+
+
+class CkptLoad(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_load"
+
+
+class CkptReject(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_reject"
+
+
+class CkptError(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_error"
+
+
+class Final(Record):
+    __slots__ = ()
+    KIND = "final"
+
+    @property
+    def step(self) -> int:
+        return self._data["step"]
+
+    @property
+    def digest(self) -> str | None:
+        return self._data.get("digest")
+
+
+class Health(Record):
+    __slots__ = ()
+    KIND = "health"
+
+
+class WorkerSpawn(Record):
+    """The harness saw a rank's process appear (``worker_pid``, ``generation``: its round of workers)."""
+
+    __slots__ = ()
+    KIND = "worker_spawn"
+
+
+class WorkerExit(Record):
+    __slots__ = ()
+    KIND = "worker_exit"
+
+
+KINDS: dict[str, type[Record]] = {
+    cls.KIND: cls for cls in (Start, Step, CkptBegin, CkptCommit, CkptLoad, CkptReject, CkptError, Final,
+                              Health, WorkerSpawn, WorkerExit)
+}
+
+
+def record(data: Mapping[str, Any]) -> Record:
+    """The typed record of ``data`` as it is (the harness's own records; histories built in tests)."""
+    if isinstance(data, Record):
+        return data
+    return KINDS.get(data.get("ev"), Record)(data)
+
+
+def parse(data: Mapping[str, Any]) -> Record:
+    """A workload's record, held to the event protocol: the typed record, or a ``ProtocolError`` naming the problem."""
+    problem = record_problem(data)
+    if problem:
+        raise ProtocolError(problem)
+    return record(data)

@@ -1,0 +1,96 @@
+"""The terminal summary a person reads in five seconds: verdict, faults with recovery figures, checks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from chaos.evidence.recovery import FIGURES, SLURM_FIGURES, describe_landing
+
+if TYPE_CHECKING:
+    from chaos.evidence.outcome import RunReport
+
+_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta", "inconclusive": "bold yellow"}
+VERDICT_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "inconclusive": "INCONCLUSIVE"}
+
+
+def _fmt(value: object) -> str:
+    return "-" if value is None else (f"{value:.2f}" if isinstance(value, float) else str(value))
+
+
+def recovery_columns(recoveries: list[dict]) -> list[str]:
+    """The recovery figures to show: the five every target has, plus Slurm's requeue figures on a slurm run."""
+    cols = list(FIGURES)
+    if any("requeue_s" in r for r in recoveries):
+        cols += SLURM_FIGURES
+    return cols
+
+
+def headline(report: "RunReport") -> tuple[str, str]:
+    """The run's one-line verdict and its style: the same words in the terminal, report.md and pytest."""
+    o = report.outcome
+    verdict = {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(report.exit_code, "ERROR")
+    if verdict == "FAIL" and not any(c.verdict == "fail" for c in report.checks):
+        verdict = "INCONCLUSIVE"  # nothing failed, but something could not be proven: still exit 1
+    style = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow"}.get(verdict, "bold magenta")
+    attempts = o.history.all_attempts()
+    text = (f"{verdict} {o.experiment.name}  {o.wall_s:.1f}s, workload exit {_fmt(o.exit_code)}"
+            f"{' (timed out)' if o.timed_out else ''}, {len(attempts)} attempt(s), max step {o.history.max_step()}")
+    return text, style
+
+
+def check_lines(report: "RunReport") -> list[tuple[str, str]]:
+    """One (text, style) line per verdict, diagnostics first."""
+    lines = [(f"! {d}", "bold yellow") for d in report.outcome.diagnostics]
+    for c in report.checks:
+        lines.append((f"{VERDICT_LABEL.get(c.verdict, c.verdict.upper()):5} {c.kind}: {c.reason}",
+                      _STYLE.get(c.verdict, "")))
+    return lines
+
+
+def summary_text(report: "RunReport") -> str:
+    """The plain-text rendering (pytest's failure report, logs)."""
+    return "\n".join([headline(report)[0]] + [f"  {text}" for text, _ in check_lines(report)]
+                     + [f"  {report.run_dir}/journal.json"])
+
+
+def print_report(report: "RunReport", console: Console | None = None) -> None:
+    console = console or Console(stderr=False, highlight=False)
+    o = report.outcome
+    text, style = headline(report)
+    word, rest = text.split(" ", 1)
+    console.print(f"[{style}]{word}[/] {escape(rest)}")
+    if o.faults:
+        cols = recovery_columns([f.recovery for f in o.faults])
+        rows = []
+        for f in o.faults:
+            if f.injected:
+                target = ", ".join(f"{k}={v}" for k, v in f.details.items()
+                                   if k in ("ranks", "signal", "path", "mode", "node", "nodes", "code"))
+            else:
+                target = f.error or f.status.replace("_", " ")
+            rows.append((f.label, target, [_fmt(f.recovery.get(k)) for k in cols]))
+        if len(cols) <= len(FIGURES) or console.width >= 120:
+            table = Table(box=None, pad_edge=False, show_edge=False)
+            table.add_column("fault", no_wrap=True)
+            table.add_column("target", overflow="fold")
+            for col in cols:  # figures keep their width and header; only the target column folds
+                table.add_column(col, justify="right", no_wrap=True)
+            for label, target, values in rows:
+                table.add_row(label, escape(target[:60]), *values)
+            console.print(table)
+        else:  # seven figures and a target do not fit a narrow terminal: one block per fault
+            for label, target, values in rows:
+                console.print(f"{escape(label)}  [dim]{escape(target)}[/]")
+                console.print("  " + "  ".join(f"{k} {v}" for k, v in zip(cols, values)))
+        for f in o.faults:  # where each fault really landed: the trigger's jitter, beside the figures
+            landing = describe_landing(f.label, f.recovery) if f.injected else None
+            if landing:
+                console.print(f"[dim]{escape(landing)}[/]")
+    for line, line_style in check_lines(report):
+        word, rest = line.split(" ", 1)
+        console.print(f"  [{line_style}]{word}[/] {escape(rest)}")
+    console.print(f"  [dim]{report.run_dir}/journal.json[/]")

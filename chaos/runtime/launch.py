@@ -1,0 +1,136 @@
+"""How a workload is started on a node: the torchrun command line and the protocol environment."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import chaos
+from chaos.runtime.context import RunContext
+
+PACKAGE_ROOT = Path(chaos.__file__).resolve().parent.parent
+"""The folder that holds the chaos package (the repository, for a checkout): on the ranks' PYTHONPATH and
+bound into containers, so a node imports the same chaos as the harness (and a checkout's tests/ and
+workloads/ are there too)."""
+
+
+@dataclass
+class Rendezvous:
+    """Where the agents meet. ``standalone`` lets a single-node torchrun pick its own free port."""
+
+    standalone: bool = True
+    host: str = "127.0.0.1"
+    port: int = 0
+    nnodes: str = "1"
+    node_rank: int = 0
+    run_id: str = "chaos"
+    local_addr: str | None = None
+    """This node's own address (torchrun --local-addr): what peers and workers connect to, instead of the host's name."""
+    rdzv_conf: dict[str, str] = field(default_factory=dict)
+    """torchrun --rdzv-conf entries, e.g. is_host (who serves the store), last_call_timeout (elastic shrink)."""
+
+
+def script_args(args: dict) -> list[str]:
+    out: list[str] = []
+    for key, value in args.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif value is False or value is None:
+            continue
+        elif isinstance(value, list):
+            out.append(flag)
+            out.extend(str(v) for v in value)
+        else:
+            out.extend([flag, str(value)])
+    return out
+
+
+def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executable) -> list[str]:
+    """The command that starts one node's agent."""
+    exp = run.experiment
+    w = exp.workload
+    if w.command is not None:
+        subs = {
+            "run_dir": str(run.run_dir.resolve()), "ckpt_dir": str(run.ckpt_dir.resolve()), "port": str(rdzv.port),
+            "nproc_per_node": str(w.nproc_per_node), "nnodes": rdzv.nnodes,
+            "node_rank": str(rdzv.node_rank), "master_addr": rdzv.host,
+        }
+        argv = [_substitute(part, subs) for part in w.command]
+        return [resolve_command(argv[0]), *argv[1:]]
+    argv = [python, "-m", "torch.distributed.run",
+            "--nproc-per-node", str(w.nproc_per_node),
+            "--max-restarts", str(w.max_restarts),
+            # The agent checks its workers this often: the floor of every detect_s figure.
+            "--monitor-interval", "0.1"]
+    if rdzv.standalone:
+        argv.append("--standalone")
+    else:
+        argv += ["--nnodes", rdzv.nnodes, "--node-rank", str(rdzv.node_rank),
+                 "--rdzv-backend", "c10d", "--rdzv-endpoint", f"{rdzv.host}:{rdzv.port}",
+                 "--rdzv-id", rdzv.run_id]
+        if rdzv.local_addr:
+            argv += ["--local-addr", rdzv.local_addr]
+        if rdzv.rdzv_conf:
+            argv += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in rdzv.rdzv_conf.items())]
+    argv.append(str(exp.resolve_script()))
+    return argv + script_args(w.args)
+
+
+def resolve_command(name: str, python: str = sys.executable) -> str:
+    """A bare command (``torchrun``, ``python``, ``accelerate``) as the one next to the harness's own
+    interpreter when there is one: the virtual environment the harness runs from has the torch it
+    was set up with, and need not be activated (on PATH) for ``chaos run`` to work."""
+    if not name or os.sep in name:
+        return name
+    beside = Path(python).parent / name
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else name
+
+
+def with_run_dir(value: str, run_dir: Path) -> str:
+    """``value`` with ``{run_dir}`` as the run directory's absolute path (workload.cwd, workload.ckpt_dir)."""
+    return value.replace("{run_dir}", str(Path(run_dir).resolve()))
+
+
+def workload_cwd(run: RunContext, make: bool = True) -> str | None:
+    """The workload's working directory (workload.cwd, ``{run_dir}`` substituted; made unless ``make`` is
+    False, e.g. for --dry-run); None: the harness's."""
+    cwd = run.experiment.workload.cwd
+    if cwd is None:
+        return None
+    path = Path(with_run_dir(cwd, run.run_dir)).expanduser().resolve()
+    if make:
+        path.mkdir(parents=True, exist_ok=True)
+    return str(path)
+
+
+def _substitute(part: str, subs: dict[str, str]) -> str:
+    for key, value in subs.items():
+        part = part.replace("{" + key + "}", value)
+    return part
+
+
+def workload_env(run: RunContext, node: str) -> dict[str, str]:
+    """The protocol variables plus the experiment's own, over the harness's environment."""
+    env = dict(os.environ)
+    # Make `chaos.sdk` importable by the workload even from a plain checkout.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")] if p)
+    env.update({
+        # Absolute: a workload with its own working directory (workload.cwd) must still find them.
+        "CHAOS_RUN_DIR": str(run.run_dir.resolve()),
+        "CHAOS_EVENTS_DIR": str(run.events_dir.resolve()),
+        "CHAOS_CKPT_DIR": str(run.ckpt_dir.resolve()),
+        "CHAOS_LAUNCH": str(run.launch_no),
+        "CHAOS_HOST": node,
+        "PYTHONUNBUFFERED": "1",
+    })
+    multi_node = run.target is not None and run.target.node_count > 1
+    if not run.experiment.workload.share_rdzv_store or multi_node:
+        # A fresh rendezvous store per attempt: no stale gloo keys from the attempt that died.
+        env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+    env.update(run.experiment.workload.env)
+    # Faults and the relaunch policy add variables per run (e.g. CHAOS_XID_SOURCE, CUDA_VISIBLE_DEVICES).
+    env.update(run.workload_env)
+    return env

@@ -1,0 +1,430 @@
+"""Loading an experiment file: YAML parsed safely (size and alias limits), every section validated against
+the registered plugins' configs, and every problem reported at once with its file, line and YAML path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from chaos.errors import ExperimentError, Problem
+from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
+from chaos.spec.configs import TargetConfig
+from chaos.spec.experiment import (COMBINATORS, TRIGGER_MODIFIERS, CheckSpec, Experiment, ExperimentFile, FaultSpec,
+                                   TriggerSpec)
+from chaos.spec.gameday import Scheduled, draw
+
+
+MAX_FILE_CHARS = 1_000_000
+MAX_NODES = 100_000
+
+
+def _expanded_size(root: yaml.Node | None) -> int | None:
+    """How many values the document holds once aliases are expanded (capped); None for a recursive alias.
+
+    Counted on the composed graph, where an alias is a shared node, so a YAML bomb costs linear time here
+    instead of the exponential walk that validating the loaded data would take.
+    """
+    if root is None:
+        return 0
+    sizes: dict[int, int] = {}
+    expanding: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        nid = id(node)
+        kids = _children(node)
+        if children_done:
+            expanding.discard(nid)
+            sizes[nid] = min(MAX_NODES + 1, 1 + sum(sizes[id(k)] for k in kids))
+            continue
+        if nid in sizes:
+            continue
+        if nid in expanding:  # only a node's own descendants are popped while it expands: a cycle
+            return None
+        expanding.add(nid)
+        stack.append((node, True))
+        stack.extend((k, False) for k in kids)
+    return sizes[id(root)]
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _line_index(node: yaml.Node, path: tuple[Any, ...] = (), out: dict | None = None) -> dict:
+    """Map each YAML path (tuple of keys/indices) to its 1-based line."""
+    out = {} if out is None else out
+    out.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key = key_node.value
+            out[path + (key,)] = key_node.start_mark.line + 1
+            _line_index(value_node, path + (key,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _line_index(item, path + (i,), out)
+    return out
+
+
+def _fmt_path(path: tuple[Any, ...]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class _Collector:
+    def __init__(self, file: str, lines: dict) -> None:
+        self.file = file
+        self.lines = lines
+        self.problems: list[Problem] = []
+
+    def add(self, path: tuple[Any, ...], message: str) -> None:
+        line = None
+        for i in range(len(path), -1, -1):
+            if path[:i] in self.lines:
+                line = self.lines[path[:i]]
+                break
+        problem = Problem(self.file, line, _fmt_path(path), message)
+        if problem not in self.problems:  # a game day's category override is checked once per drawn fault
+            self.problems.append(problem)
+
+    def add_validation(self, base: tuple[Any, ...], exc: ValidationError) -> None:
+        for err in exc.errors():
+            loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
+            self.add(base + loc, _explain(err))
+
+
+def _explain(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    msg = err.get("msg", "invalid")
+    if kind == "extra_forbidden":
+        return "unknown field; remove it or check its spelling (see 'chaos schema')"
+    if kind == "missing":
+        return "required field is missing"
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    inp = err.get("input")
+    if kind not in ("missing",) and isinstance(inp, (str, int, float, bool)) and len(repr(inp)) < 60:
+        return f"{msg} (got {inp!r})"
+    return msg
+
+
+def _model_fields_hint(model: type[BaseModel]) -> str:
+    return ", ".join(model.model_fields)
+
+
+def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
+    """Load and validate one experiment file; raises ExperimentError listing every problem."""
+    path = Path(path)
+    file = str(path)
+    if text is None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ExperimentError([Problem(file, None, "", "file not found")]) from None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise ExperimentError([Problem(file, None, "", f"cannot read the file: {exc}")]) from None
+    if len(text) > MAX_FILE_CHARS:
+        raise ExperimentError([Problem(file, None, "", f"the file has {len(text)} characters; an experiment "
+                                                       f"file is at most {MAX_FILE_CHARS} (a few dozen lines)")])
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        size = _expanded_size(node)
+        if size is None:
+            raise ExperimentError([Problem(file, None, "", "a YAML alias refers to itself (a recursive "
+                                                           "anchor); write the value out instead")])
+        if size > MAX_NODES:
+            raise ExperimentError([Problem(file, None, "", f"the document expands to more than {MAX_NODES} "
+                                                           f"values (YAML aliases that multiply, a 'billion "
+                                                           f"laughs'?); write the values out instead")])
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ExperimentError([Problem(file, line, "", f"not valid YAML: {problem}")]) from None
+    except RecursionError:
+        raise ExperimentError([Problem(file, None, "", "YAML nesting is too deep")]) from None
+    lines = _line_index(node) if node is not None else {}
+    col = _Collector(file, lines)
+    if not isinstance(data, dict):
+        col.add((), "an experiment file must be a YAML mapping with at least 'name' and 'workload'")
+        raise ExperimentError(col.problems)
+    try:
+        top = ExperimentFile.model_validate(data)
+    except ValidationError as exc:
+        col.add_validation((), exc)
+        raise ExperimentError(col.problems) from None
+    except RecursionError:
+        raise ExperimentError([Problem(file, None, "", "the document is nested too deeply")]) from None
+
+    target_kind, target_cfg = _validate_target(top.target, col)
+    faults = [_validate_fault(i, f, col) for i, f in enumerate(top.faults)]
+    schedule: list[Scheduled] = []
+    if top.gameday is not None and target_kind:
+        nodes = getattr(target_cfg, "nodes", 1)
+        nodes = nodes if isinstance(nodes, int) else 1
+        min_nodes = getattr(target_cfg, "min_nodes", None)
+        schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
+                        nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes)
+        # Every override is checked, drawn or not: a typo must not wait for the seed that draws its category.
+        for name, override in top.gameday.categories.items():
+            if override.fault is None:
+                continue
+            where = ("gameday", "categories", name, "fault")
+            spec = _validate_fault(-1, {**override.fault, "trigger": {"in_training": {"after_s": 0}}}, col, base=where)
+            problem = _target_problem(spec.kind, target_kind) if spec is not None else None
+            if problem:
+                col.add(where + ("kind",), problem)
+        for s in schedule:
+            where = ("gameday", "categories", s.category, "fault") if s.overridden else ("gameday",)
+            faults.append(_validate_fault(len(faults), s.fault, col, base=where))
+    checks = [_validate_check(i, c, col) for i, c in enumerate(top.checks)]
+    if top.gameday is not None:
+        # A game day always says what struck the job, whatever else it checks. What it cost is in its
+        # journal's goodput split and summary; the goodput check judges it only against a bound the
+        # experiment sets (a goodput check with no bound would pass any goodput).
+        listed = {c.kind for c in checks if c is not None}
+        if "fault_mix" not in listed:
+            checks.append(_validate_check(len(checks), "fault_mix", col))
+    exp = Experiment(
+        name=top.name, description=top.description, workload=top.workload,
+        target=target_cfg, target_kind=target_kind,
+        faults=[f for f in faults if f is not None], checks=[c for c in checks if c is not None],
+        timeout_s=top.timeout_s, seed=top.seed, source=path, raw=data, known_failure=top.known_failure,
+        gameday=top.gameday, schedule=schedule,
+    )
+    if exp.workload.script is not None and exp.resolve_script() is None:
+        col.add(("workload", "script"),
+                f"script '{exp.workload.script}' not found next to {file} or in any folder above it; "
+                f"give a path relative to the experiment file or an absolute path")
+    for where, value in _strings(data.get("workload"), ("workload",)):
+        if "\0" in value:
+            col.add(where, "contains a NUL byte, which no command line, path or environment variable can hold")
+    if exp.workload.ckpt_dir is not None and "\0" not in exp.workload.ckpt_dir:
+        # A path under the run directory is the run's own whatever follows.
+        problem = None if exp.workload.ckpt_dir.startswith("{run_dir}") else _ckpt_dir_problem(exp.workload.ckpt_dir)
+        if problem:
+            col.add(("workload", "ckpt_dir"), problem)
+    if exp.known_failure is not None:
+        kinds = {c.kind for c in exp.checks}
+        for i, name in enumerate(exp.known_failure.checks):
+            if name not in kinds:
+                col.add(("known_failure", "checks", i), f"'{name}' is not one of this experiment's checks "
+                                                        f"({', '.join(sorted(kinds)) or 'none'})")
+    for spec in exp.faults:
+        if spec.index >= len(top.faults):
+            continue  # a game day's drawn fault: checked through its category above
+        problem = _target_problem(spec.kind, target_kind)
+        if problem:
+            col.add(("faults", spec.index, "kind"), problem)
+    if col.problems:
+        raise ExperimentError(col.problems)
+    return exp
+
+
+def _target_problem(kind: str, target_kind: str) -> str | None:
+    needs = FAULTS.get(kind).needs_target
+    if needs and target_kind and target_kind not in needs:
+        return (f"fault '{kind}' needs nodes with their own addresses: use target {' or '.join(needs)} "
+                f"(this experiment's target is '{target_kind}')")
+    return None
+
+
+_SYSTEM_DIRS = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/mnt", "/opt", "/proc", "/root",
+                "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var")
+
+
+def _strings(value: Any, path: tuple[Any, ...]) -> list[tuple[tuple[Any, ...], str]]:
+    """Every string (keys included) under ``value`` with its YAML path."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        out = []
+        for k, v in value.items():
+            out += _strings(k, path) + _strings(v, path + (k,))
+        return out
+    if isinstance(value, list):
+        return [s for i, v in enumerate(value) for s in _strings(v, path + (i,))]
+    return []
+
+
+def _ckpt_dir_problem(value: str) -> str | None:
+    """Why ``value`` cannot be the run's checkpoint directory: storage faults mount over it and
+    corrupt-checkpoint rewrites files in it, so it must be a directory of the run's own."""
+    if len(value) > 1024:
+        return "the path is too long; give a short directory of the run's own"
+    try:
+        path = Path(value).expanduser().resolve()
+        if str(path) in _SYSTEM_DIRS or path == Path.home():
+            return (f"'{path}' is a system or home directory: storage faults mount over the checkpoint directory "
+                    f"and corrupt-checkpoint rewrites files in it; give a directory of its own, e.g. "
+                    f"/scratch/chaos-ckpt")
+        if path.exists() and not path.is_dir():
+            return f"'{path}' exists and is not a directory"
+    except (OSError, RuntimeError) as exc:
+        return f"not a usable path ({exc})"
+    return None
+
+
+def _validate_target(raw: Any, col: _Collector) -> tuple[str, TargetConfig]:
+    if isinstance(raw, str):
+        raw = {"kind": raw}
+    if not isinstance(raw, dict) or "kind" not in raw:
+        col.add(("target",), "target must be a kind name (local, netns, docker) or a mapping with 'kind'")
+        return "", TargetConfig()
+    kind = raw["kind"]
+    cls = TARGETS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(("target", "kind") if isinstance(raw.get("kind"), str) else ("target",),
+                TARGETS.unknown_message(kind))
+        return "", TargetConfig()
+    try:
+        return kind, cls.Config.model_validate({k: v for k, v in raw.items() if k != "kind"})
+    except ValidationError as exc:
+        col.add_validation(("target",), exc)
+        return "", TargetConfig()
+
+
+def _validate_fault(i: int, raw: Any, col: _Collector, base: tuple[Any, ...] | None = None) -> FaultSpec | None:
+    base = base or ("faults", i)
+    if not isinstance(raw, dict):
+        col.add(base, "a fault must be a mapping like {kind: kill-rank, rank: 1, trigger: {at_step: 25}}")
+        return None
+    kind = raw.get("kind")
+    if kind is None:
+        col.add(base, f"missing 'kind'; known: {', '.join(FAULTS.kinds())}")
+        return None
+    cls = FAULTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(base + ("kind",), FAULTS.unknown_message(kind))
+        return None
+    fields = {k: v for k, v in raw.items() if k != "kind"}
+    for key in fields:
+        if isinstance(key, str) and key not in cls.Config.model_fields:
+            col.add(base + (key,), f"unknown field for fault '{kind}'; its fields: "
+                    f"{_model_fields_hint(cls.Config)}.{suggest(key, list(cls.Config.model_fields))}")
+    fields = {k: v for k, v in fields.items() if k in cls.Config.model_fields}
+    if "trigger" not in raw:
+        col.add(base, "missing 'trigger' (when to inject), e.g. trigger: {at_step: 25}")
+        return None
+    trigger = _validate_trigger(raw["trigger"], base + ("trigger",), col)
+    try:
+        config = cls.Config.model_validate(fields)
+    except ValidationError as exc:
+        col.add_validation(base, exc)
+        return None
+    if trigger is None:
+        return None
+    return FaultSpec(kind=kind, config=config, trigger=trigger, index=i)
+
+
+def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: int = 0) -> TriggerSpec | None:
+    example = "e.g. {at_step: 25}, {after_s: 10}, {on_event: ckpt_begin}, {any: [{at_step: 25}, {after_s: 60}]}"
+    if depth > 8:
+        col.add(path, "triggers are nested too deeply (at most 8 levels of any/all)")
+        return None
+    if not isinstance(raw, dict) or not raw:
+        col.add(path, f"a trigger must be a mapping naming one trigger kind, {example}")
+        return None
+    modifiers = {k: raw[k] for k in TRIGGER_MODIFIERS if k in raw}
+    kinds = [k for k in raw if k not in TRIGGER_MODIFIERS]
+    ok = True
+    delay = modifiers.get("delay_s", 0.0)
+    if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not 0 <= delay <= 86400:
+        col.add(path + ("delay_s",), "delay_s must be a number of seconds between 0 and 86400")
+        ok = False
+    times = modifiers.get("times")
+    if times is not None and (not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= 100000):
+        col.add(path + ("times",), "times must be a whole number from 1 to 100000")
+        ok = False
+    named = [k for k in kinds if k in COMBINATORS or (isinstance(k, str) and TRIGGERS.get(k) is not None)]
+    flat: dict[str, Any] = {}
+    if len(named) == 1 and len(kinds) > 1 and named[0] not in COMBINATORS:
+        # The flat form {on_event: ckpt_begin, step: 20}: the other keys are the kind's own fields.
+        cls = TRIGGERS.get(named[0])
+        flat = {k: raw[k] for k in kinds if k != named[0]}
+        unknown = [k for k in flat if k not in cls.Params.model_fields or k == cls.shorthand]
+        for k in unknown:
+            fields = [f for f in cls.Params.model_fields if f != cls.shorthand]
+            col.add(path + (k,), f"unknown field for trigger '{named[0]}'; its fields: "
+                                 f"{', '.join(fields) or 'none'}{suggest(str(k), fields)}")
+        if unknown:
+            return None
+        if isinstance(raw[named[0]], dict):
+            col.add(path, f"give the fields of '{named[0]}' either inside it or beside it, not both")
+            return None
+        kinds = named
+    if len(kinds) != 1:
+        known = TRIGGERS.kinds() + list(COMBINATORS)
+        if not kinds:
+            col.add(path, f"no trigger kind given; known: {', '.join(known)}")
+        elif len(named) > 1:
+            col.add(path, f"one trigger kind per mapping (got {', '.join(map(str, named))}); "
+                          f"combine several with any: [...] or all: [...]")
+        else:
+            strays = [str(k) for k in kinds if k not in named]
+            col.add(path + (strays[0],), TRIGGERS.unknown_message(strays[0]).replace(
+                "; known:", f"; known: {', '.join(COMBINATORS)},"))
+        return None
+    kind = kinds[0]
+    value = raw[kind] if not flat else {TRIGGERS.get(kind).shorthand: raw[kind], **flat}
+    if kind in COMBINATORS:
+        if not isinstance(value, list) or not value:
+            col.add(path + (kind,), f"'{kind}' takes a non-empty list of triggers, {example}")
+            return None
+        parts = [_validate_trigger(v, path + (kind, j), col, depth + 1) for j, v in enumerate(value)]
+        if any(p is None for p in parts):
+            return None
+        clean = {kind: [p.raw for p in parts]}  # type: ignore[union-attr]
+        return TriggerSpec(clean, float(delay), times) if ok else None
+    cls = TRIGGERS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(path + (kind,), TRIGGERS.unknown_message(kind).replace(
+            "; known:", f"; known: {', '.join(COMBINATORS)},"))
+        return None
+    params = value if isinstance(value, dict) else {cls.shorthand: value}
+    if isinstance(value, dict) and cls.shorthand:
+        params = {cls.shorthand: params.pop(cls.shorthand, None), **params} if cls.shorthand in value else params
+    try:
+        validated = cls.Params.model_validate(params)
+    except ValidationError as exc:
+        col.add_validation(path + (kind,), exc)
+        return None
+    clean = {kind: validated.model_dump(exclude_defaults=False)}
+    return TriggerSpec(clean, float(delay), times) if ok else None
+
+
+def _validate_check(i: int, raw: Any, col: _Collector) -> CheckSpec | None:
+    base = ("checks", i)
+    if isinstance(raw, str):
+        raw = {raw: {}}
+    if not isinstance(raw, dict) or len(raw) != 1:
+        col.add(base, "a check is one mapping {check-kind: {fields}} or a bare check kind, "
+                      "e.g. '- exactly_once: {}' or '- completes: {max_restarts: 1}'")
+        return None
+    (kind, fields), = raw.items()
+    cls = CHECKS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        col.add(base + (kind,) if isinstance(kind, str) else base, CHECKS.unknown_message(kind))
+        return None
+    if fields is None:
+        fields = {}
+    if not isinstance(fields, dict):
+        col.add(base + (kind,), f"the fields of check '{kind}' must be a mapping ({{}} for none); "
+                                f"its fields: {_model_fields_hint(cls.Config) or 'none'}")
+        return None
+    try:
+        config = cls.Config.model_validate(fields)
+    except ValidationError as exc:
+        col.add_validation(base + (kind,), exc)
+        return None
+    return CheckSpec(kind=kind, config=config)
