@@ -9,6 +9,7 @@ from pathlib import Path
 from chaos.report.baseline import by_experiment, compare, load_baseline, markdown_summary, read_journals
 from chaos.errors import ExperimentError, UsageError
 from chaos.evidence.events import History
+from chaos.evidence.outcome import look, run_verdict
 from chaos.spec.load import load_experiment
 from chaos.gameday.summary import summarize
 from chaos.report.html import render_html
@@ -31,7 +32,8 @@ def _fmt(v: object) -> str:
 
 
 def render_markdown(journal: dict) -> str:
-    verdict = journal.get("verdict") or {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(journal["exit_code"], "ERROR")
+    verdict = journal.get("verdict") or look(run_verdict(journal["exit_code"], [c.get("verdict", "") for c in
+                                                                               journal.get("checks", [])])).label
     lines = [f"# {journal['experiment']}: {verdict}", "", journal.get("description", ""), "",
              f"- wall time: {journal['wall_s']:.1f} s; workload exit {journal['workload_exit_code']}"
              f"{' (timed out)' if journal['timed_out'] else ''}",
@@ -50,7 +52,7 @@ def render_markdown(journal: dict) -> str:
             lines += [""] + [f"- {text}" for text in landings]
     lines += ["", "## Checks", "", "| check | verdict | reason |", "|---|---|---|"]
     for c in journal["checks"]:
-        lines.append(f"| {c['kind']} | {c['verdict'].upper()} | {c['reason']} |")
+        lines.append(f"| {c['kind']} | {look(c['verdict']).label} | {c['reason']} |")
     if journal.get("commands"):
         lines += ["", "## Commands the harness ran", "", "```"] + journal["commands"] + ["```"]
     lines += ["", "![timeline](timeline.png)", ""]
@@ -69,9 +71,9 @@ def render_index(journals: list[dict], baseline: dict | None = None) -> str:
              "| experiment | verdict | " + " | ".join(kinds) + " | worst resume_s | wall_s | run |",
              "|---|---|" + "---|" * len(kinds) + "---|---|---|"]
     for j in sorted(journals, key=lambda j: (j["experiment"], j["started"])):
-        verdicts = {c["kind"]: c["verdict"].upper() for c in j["checks"]}
+        verdicts = {c["kind"]: look(c["verdict"]).label for c in j["checks"]}
         resume = [f["recovery"].get("resume_s") for f in j["faults"] if f.get("recovery", {}).get("resume_s") is not None]
-        verdict = j.get("verdict") or {0: "PASS"}.get(j["exit_code"], "FAIL")
+        verdict = j.get("verdict") or look(run_verdict(j["exit_code"], [c["verdict"] for c in j["checks"]])).label
         link = f"[report]({Path(j['_path']).name}/report.md)"
         lines.append(f"| {j['experiment']} | {verdict} | " + " | ".join(verdicts.get(k, "") for k in kinds)
                      + f" | {_fmt(max(resume) if resume else None)} | {_fmt(j['wall_s'])} | {link} |")

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any, Callable, Literal
 from chaos.evidence.events import History
 from chaos.evidence.fault_record import FaultRecord, FaultStatus
 
-__all__ = ["EXIT_FAIL", "EXIT_HARNESS", "EXIT_INVALID", "EXIT_PASS", "CheckResult", "FaultRecord", "FaultStatus",
-           "RunOutcome", "RunReport", "Verdict", "exit_code_for", "judge_faults", "judge_protocol"]
+__all__ = ["EXIT_FAIL", "EXIT_HARNESS", "EXIT_INVALID", "EXIT_PASS", "VERDICTS", "CheckResult", "FaultRecord",
+           "FaultStatus", "RunOutcome", "RunReport", "Verdict", "VerdictLook", "exit_code_for", "judge_faults",
+           "judge_protocol", "look", "run_verdict"]
 
 if TYPE_CHECKING:
     from chaos.evidence.goodput import Goodput
@@ -27,6 +28,43 @@ Verdict = Literal["pass", "fail", "inconclusive", "error"]
 to judge is missing (the reason says which, and how to provide it). error: the harness itself broke."""
 
 EXIT_PASS, EXIT_FAIL, EXIT_INVALID, EXIT_HARNESS = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class VerdictLook:
+    """How a verdict is shown everywhere (terminal, report.md, report.html, pytest) and the exit code it gives."""
+
+    label: str
+    style: str
+    """rich style, for the terminal."""
+    colour: str
+    """Background colour in report.html."""
+    exit_code: int
+
+
+VERDICTS: dict[str, VerdictLook] = {
+    "pass": VerdictLook("PASS", "bold green", "#1b7f3b", EXIT_PASS),
+    "fail": VerdictLook("FAIL", "bold red", "#b3261e", EXIT_FAIL),
+    "inconclusive": VerdictLook("INCONCLUSIVE", "bold yellow", "#b26a00", EXIT_FAIL),
+    "invalid": VerdictLook("INVALID", "bold magenta", "#6a1b9a", EXIT_INVALID),
+    "error": VerdictLook("ERROR", "bold magenta", "#6a1b9a", EXIT_HARNESS),
+}
+"""The one vocabulary of verdicts: a check's (pass, fail, inconclusive, error) and a run's (those, and invalid)."""
+
+
+def look(verdict: str) -> VerdictLook:
+    """A verdict's look, by its key (``pass``) or its label (``PASS``); an unknown one looks like an error."""
+    return VERDICTS.get(verdict.lower(), VERDICTS["error"])
+
+
+def run_verdict(exit_code: int | None, check_verdicts: list[str]) -> str:
+    """A run's verdict from its exit code: exit 1 with no failed check is INCONCLUSIVE (nothing failed, but
+    something could not be proven)."""
+    by_code = {EXIT_PASS: "pass", EXIT_FAIL: "fail", EXIT_INVALID: "invalid"}
+    verdict = by_code.get(exit_code, "error") if exit_code is not None else "error"
+    if verdict == "fail" and "fail" not in check_verdicts:
+        return "inconclusive"
+    return verdict
 
 
 @dataclass

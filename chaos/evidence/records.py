@@ -36,7 +36,7 @@ COMMON: dict[str, tuple[type, ...]] = {"t": _NUMBER, "attempt": (str,), "rank": 
 HARNESS_KINDS = frozenset({
     # Kinds only the harness writes, to harness.jsonl (chaos.runtime.context.HarnessLog and the witness): the
     # checks take them as the harness's own evidence, so a workload line of one of these kinds would
-    # vouch for itself. tests/unit/test_records.py keeps this list equal to what chaos/ logs.
+    # vouch for itself. tests/unit/evidence/test_records.py keeps this list equal to what chaos/ logs.
     "launch", "exit", "timeout", "stuck", "stalled", "harness_error", "live_view_error", "gameday_stop",
     "fault_inject", "fault_revert", "fault_error", "worker_spawn", "worker_exit", "stray_processes",
     "ckpt_verify", "witness_incomplete", "cmd", "capability", "ckpt_mount", "xid_write", "straggler_cycles",

@@ -14,6 +14,7 @@ from typing import Any
 
 from chaos.evidence.events import History
 from chaos.evidence.goodput import CAUSES, HOW
+from chaos.evidence.outcome import VERDICTS, look, run_verdict
 from chaos.evidence.recovery import describe_landing
 from chaos.report.terminal import recovery_columns
 from chaos.report.timeline import plot_timeline
@@ -23,8 +24,7 @@ COLOURS = {
     "startup": "#78909c", "detection": "#c62828", "restart": "#8e24aa", "ckpt_load": "#00838f",
     "shutdown": "#b0bec5", "unrecovered": "#212121",
 }
-VERDICT_COLOURS = {"PASS": "#1b7f3b", "FAIL": "#b3261e", "INCONCLUSIVE": "#b26a00", "ERROR": "#6a1b9a",
-                   "INVALID": "#6a1b9a"}
+VERDICT_COLOURS = {v.label: v.colour for v in VERDICTS.values()}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
@@ -106,7 +106,8 @@ def _n(v: Any, fmt: str = "{:.2f}") -> str:
 
 
 def render_html(journal: dict[str, Any], run_dir: Path) -> str:
-    verdict = journal.get("verdict") or ("PASS" if journal.get("exit_code") == 0 else "FAIL")
+    verdict = journal.get("verdict") or look(run_verdict(journal.get("exit_code"), [c.get("verdict", "") for c in
+                                                                                    journal.get("checks", [])])).label
     name = journal.get("experiment", "run")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(name)}: {escape(verdict)}</title>"
              f"<style>{CSS}</style></head><body>",
@@ -122,7 +123,7 @@ def render_html(journal: dict[str, Any], run_dir: Path) -> str:
 
     parts.append('<h2 id="checks">Checks</h2>')
     parts.append(_table(["check", "verdict", "reason"], [
-        [escape(c["kind"]), _verdict(c["verdict"].upper()), escape(c["reason"])] for c in journal.get("checks", [])]))
+        [escape(c["kind"]), _verdict(look(c["verdict"]).label), escape(c["reason"])] for c in journal.get("checks", [])]))
 
     timeline = _timeline_picture(run_dir, journal)
     parts.append('<h2 id="timeline">Timeline</h2>')

@@ -8,13 +8,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from chaos.evidence.outcome import look, run_verdict
 from chaos.evidence.recovery import FIGURES, SLURM_FIGURES, describe_landing
 
 if TYPE_CHECKING:
     from chaos.evidence.outcome import RunReport
 
-_STYLE = {"pass": "bold green", "fail": "bold red", "error": "bold magenta", "inconclusive": "bold yellow"}
-VERDICT_LABEL = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "inconclusive": "INCONCLUSIVE"}
 
 
 def _fmt(value: object) -> str:
@@ -32,22 +31,18 @@ def recovery_columns(recoveries: list[dict]) -> list[str]:
 def headline(report: "RunReport") -> tuple[str, str]:
     """The run's one-line verdict and its style: the same words in the terminal, report.md and pytest."""
     o = report.outcome
-    verdict = {0: "PASS", 1: "FAIL", 2: "INVALID", 3: "ERROR"}.get(report.exit_code, "ERROR")
-    if verdict == "FAIL" and not any(c.verdict == "fail" for c in report.checks):
-        verdict = "INCONCLUSIVE"  # nothing failed, but something could not be proven: still exit 1
-    style = {"PASS": "bold green", "FAIL": "bold red", "INCONCLUSIVE": "bold yellow"}.get(verdict, "bold magenta")
+    shown = look(run_verdict(report.exit_code, [c.verdict for c in report.checks]))
     attempts = o.history.all_attempts()
-    text = (f"{verdict} {o.experiment.name}  {o.wall_s:.1f}s, workload exit {_fmt(o.exit_code)}"
+    text = (f"{shown.label} {o.experiment.name}  {o.wall_s:.1f}s, workload exit {_fmt(o.exit_code)}"
             f"{' (timed out)' if o.timed_out else ''}, {len(attempts)} attempt(s), max step {o.history.max_step()}")
-    return text, style
+    return text, shown.style
 
 
 def check_lines(report: "RunReport") -> list[tuple[str, str]]:
     """One (text, style) line per verdict, diagnostics first."""
     lines = [(f"! {d}", "bold yellow") for d in report.outcome.diagnostics]
     for c in report.checks:
-        lines.append((f"{VERDICT_LABEL.get(c.verdict, c.verdict.upper()):5} {c.kind}: {c.reason}",
-                      _STYLE.get(c.verdict, "")))
+        lines.append((f"{look(c.verdict).label:5} {c.kind}: {c.reason}", look(c.verdict).style))
     return lines
 
 

@@ -68,6 +68,7 @@ class Golden:
             return summary
 
     def _run(self) -> dict[str, Any]:
+        from chaos.gameday.stop import StopRules
         from chaos.run.runner import Runner
 
         exp = copy.copy(self.experiment)
@@ -76,7 +77,9 @@ class Golden:
         exp.checks = []
         exp.workload = self.experiment.workload.model_copy(
             update={"ckpt_dir": None, "args": self.experiment.workload.golden_args(), "golden_omits": []})
-        report = Runner(exp, runs_root=self.runs_root).run()
+        # A game day's golden run keeps the day's stop rules (no progress for too long ends it), as the run does.
+        rules = {"stop_rule": StopRules(exp.gameday.stop)} if exp.gameday is not None else {}
+        report = Runner(exp, runs_root=self.runs_root, **rules).run()
         o = report.outcome
         if o.exit_code != 0 or not o.history.finals():
             raise HarnessError(

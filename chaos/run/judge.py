@@ -20,6 +20,8 @@ def judge_checks(specs: list[CheckSpec], outcome: RunOutcome) -> list[CheckResul
             checks.append((spec, build_check(spec)))
         except ChaosError as exc:
             checks.append((spec, CheckResult(spec.kind, "error", str(exc))))
+        except Exception as exc:  # a bug in one check must not hide the other verdicts, nor the journal
+            checks.append((spec, CheckResult(spec.kind, "error", f"the check crashed: {type(exc).__name__}: {exc}")))
     if outcome.golden is not None:
         outcome.golden = _obtained(outcome.golden, any(_asks_golden(c, outcome) for _, c in checks))
     return [c if isinstance(c, CheckResult) else _evaluate(spec.kind, c, outcome) for spec, c in checks]
@@ -52,7 +54,7 @@ def _obtained(golden: Callable[[], dict[str, Any]], needed: bool) -> Callable[[]
         return unasked
     try:
         summary = golden()
-    except ChaosError as exc:
+    except Exception as exc:  # each check that reads it meets the same error, as it did when it ran the golden
         error = exc
 
         def failed() -> dict[str, Any]:

@@ -35,7 +35,9 @@ class FaultConfig(StrictConfig):
 
 
 class CheckConfig(StrictConfig):
-    """Fields every check has (none yet): a check kind subclasses this with its own."""
+    # Fields every check has (none yet): a check kind subclasses this with its own. No docstring: it would
+    # become the JSON Schema description of every check that takes no settings.
+    pass
 
 
 class TargetConfig(StrictConfig):

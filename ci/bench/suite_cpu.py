@@ -3,12 +3,12 @@
     bash scripts/test.sh --junitxml=/tmp/suite.xml
     python ci/bench/suite_cpu.py /tmp/suite.xml [--top 30]
 
-The pytest plugin records each test's CPU seconds (its process and every descendant it reaped:
+The suite's own telemetry plugin (tests/suite_telemetry.py, loaded by tests/conftest.py) records each test's CPU seconds (its process and every descendant it reaped:
 torchrun, the ranks, a golden run) as the junit property ``cpu_s``. On a 2-core runner the suite
 is CPU-bound, so wall time per test mostly says how crowded the box was; CPU seconds say what
 each test costs, and their sum over the cores is the floor of the suite's wall time. Both move
-with the host's own speed, which the plugin records at the start of the run (the CPU seconds of one
-``import torch``, chaos.runtime.host_speed): compare two suites only with it in view.
+with the host's own speed, which that plugin records at the start of the run (the CPU seconds of one
+``import torch``): compare two suites only with it in view.
 
 The last table is the other half: wall minus CPU per test, the seconds a test spent not computing
 (sleeps and restart back-offs, Slurm's timers, a wait for another worker's golden run, CPU spent
@@ -40,7 +40,7 @@ def main() -> int:
     ap.add_argument("--top", type=int, default=25, help="rows per table")
     ap.add_argument("--cores", type=int, default=2, help="cores of the runner, for the wall-time floor")
     ap.add_argument("--workers", type=int, default=None,
-                    help="pytest-xdist workers of the run (default: what the chaos plugin recorded in the XML, else 1)")
+                    help="pytest-xdist workers of the run (default: what tests/suite_telemetry.py recorded in the XML, else 1)")
     a = ap.parse_args()
     rows = []
     spans: list[tuple[float, float]] = []  # (started, wall) of each test the plugin stamped
@@ -56,7 +56,7 @@ def main() -> int:
         rows.append((case.get("classname") or "", case.get("name") or "", float(case.get("time") or 0),
                      float(props["cpu_s"])))
     if not rows:
-        print(f"{a.junit}: no test carries a cpu_s property (run with the chaos pytest plugin installed)")
+        print(f"{a.junit}: no test carries a cpu_s property (run the project's tests: tests/conftest.py loads tests/suite_telemetry.py)")
         return 1
     by_file: dict[str, list[float]] = collections.defaultdict(lambda: [0, 0.0, 0.0])
     for cls, _name, wall, cpu in rows:

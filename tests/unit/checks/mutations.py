@@ -23,6 +23,8 @@ from truth import Params, Truth, checks_for, play  # noqa: E402
 
 from chaos.evidence.outcome import CheckResult, FaultRecord, judge_protocol  # noqa: E402
 from chaos.registry import CHECKS  # noqa: E402
+from chaos.run.judge import judge_checks  # noqa: E402
+from chaos.spec.experiment import CheckSpec  # noqa: E402
 
 PROTOCOL = "event_protocol"
 """The run-level verdict on lines left out of the history; it judges every mutation like a check."""
@@ -522,9 +524,13 @@ def verdict_of(kind: str, config: dict[str, Any], truth: Truth) -> CheckResult:
         return CheckResult(PROTOCOL, "pass", "no line left out")
     cls = CHECKS.get(kind)
     try:
-        return cls(cls.Config.model_validate(config)).evaluate(outcome)
-    except Exception as exc:  # the runner turns a crashing check into a harness ERROR
+        spec = CheckSpec(kind=kind, config=cls.Config.model_validate(config))
+    except Exception as exc:
         return CheckResult(kind, "error", f"{type(exc).__name__}: {exc}")
+    # Through the runner's own judging: the golden obtained once, before judging, only when the check
+    # says it needs it (Check.needs_golden); a crashing check is an error verdict.
+    [result] = judge_checks([spec], outcome)
+    return result
 
 
 def judged(params: Params) -> dict[str, dict[str, Any]]:
