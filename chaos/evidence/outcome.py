@@ -156,11 +156,10 @@ def judge_protocol(malformed: list[str]) -> CheckResult:
 
 def exit_code_for(results: list[CheckResult], *, harness_error: bool = False,
                   interrupted_by: int | None = None) -> int:
-    """The one rule: 0 only when every verdict is a pass; fail or inconclusive -> 1; a harness error -> 3."""
+    """The one rule, read from VERDICTS: 0 only when every verdict is a pass; fail or inconclusive -> 1; an
+    error (or a verdict the table does not know) or a harness error -> 3."""
     if interrupted_by is not None:
         return 128 + interrupted_by  # the shell convention: 130 for Ctrl-C, 143 for SIGTERM
-    if harness_error or any(r.verdict == "error" for r in results):
+    if harness_error:
         return EXIT_HARNESS
-    if any(r.verdict in ("fail", "inconclusive") for r in results):
-        return EXIT_FAIL
-    return EXIT_PASS
+    return max((look(r.verdict).exit_code for r in results), default=EXIT_PASS)

@@ -18,3 +18,17 @@ def test_a_run_that_exits_1_without_a_failed_check_is_inconclusive() -> None:
     assert run_verdict(0, ["pass"]) == "pass"
     assert run_verdict(2, []) == "invalid"
     assert run_verdict(3, ["error"]) == run_verdict(130, []) == run_verdict(None, []) == "error"
+
+
+def test_the_exit_code_rule_reads_the_table() -> None:
+    from chaos.evidence.outcome import CheckResult, exit_code_for
+
+    def run(*verdicts: str) -> int:
+        return exit_code_for([CheckResult("c", v, "r") for v in verdicts])  # type: ignore[arg-type]
+
+    assert run() == run("pass", "pass") == EXIT_PASS
+    assert run("pass", "inconclusive") == run("fail", "pass") == EXIT_FAIL
+    assert run("fail", "error") == EXIT_HARNESS
+    assert run("pass", "passed") == EXIT_HARNESS  # a verdict the table does not know is never a pass
+    assert exit_code_for([CheckResult("c", "pass", "r")], harness_error=True) == EXIT_HARNESS
+    assert exit_code_for([], interrupted_by=2) == 130
