@@ -97,7 +97,8 @@ def step_of(path: Path) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def _size(path: Path) -> int:
+def size_of(path: Path) -> int:
+    """The file's size in bytes, -1 when it cannot be read (the formats' verifiers share it)."""
     try:
         return path.stat().st_size
     except OSError:

@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 
 from chaos.checkpoint.findings import (ACCELERATE_DONE, DCP_METADATA, HF_TRAINER_STATE, HF_WEIGHTS, TORCH_SUFFIXES,
-                                       Report, UnusableInput, _size, accelerate_gaps, step_of)
+                                       Report, UnusableInput, size_of, accelerate_gaps, step_of)
 
 
 def verify_dcp_dir(path: Path, *, load: bool = True) -> Report:
@@ -20,7 +20,7 @@ def verify_dcp_dir(path: Path, *, load: bool = True) -> Report:
     problems, referenced = _dcp_structure(path)
     report.problems = problems
     report.files = len(referenced) + 1
-    report.bytes = sum(_size(path / rel) for rel in referenced) + _size(path / DCP_METADATA)
+    report.bytes = sum(size_of(path / rel) for rel in referenced) + size_of(path / DCP_METADATA)
     if load and not problems:
         report.problems += _dcp_load(path)
     report.notes.append("plain DCP has no checksums: a flipped bit inside tensor data is undetectable "
@@ -50,7 +50,7 @@ def _dcp_structure(path: Path) -> tuple[list[str], set[str]]:
         need[rel] = max(need.get(rel, 0), end)
     problems = []
     for rel, end in sorted(need.items()):
-        size = _size(path / rel)
+        size = size_of(path / rel)
         if size < 0:
             problems.append(f"{rel}: missing ({DCP_METADATA} references it)")
         elif size < end:
@@ -79,7 +79,7 @@ def _dcp_load(path: Path) -> list[str]:
 
 
 def verify_torch_file(path: Path, *, load: bool = True) -> Report:
-    report = Report(str(path), "torch-save", files=1, bytes=_size(path), step=step_of(path))
+    report = Report(str(path), "torch-save", files=1, bytes=size_of(path), step=step_of(path))
     report.problems = _torch_problems(path, load, report.notes)
     return report
 
@@ -89,7 +89,7 @@ def verify_torch_dir(path: Path, *, load: bool = True) -> Report:
     for child in sorted(path.iterdir()):
         if child.is_file() and child.name.endswith(TORCH_SUFFIXES):
             report.files += 1
-            report.bytes += _size(child)
+            report.bytes += size_of(child)
             report.problems += [f"{child.name}: {p}" for p in _torch_problems(child, load, report.notes)]
     report.notes.append("no commit record (manifest or .metadata): each file judged on its own")
     return report
@@ -114,7 +114,7 @@ def _looks_like_torch_save(path: Path) -> bool:
 
 def _zip_crc(path: Path) -> list[str]:
     """Every record's CRC-32, as the zip directory states it (torch.save writes them by default)."""
-    if _size(path) == 0:
+    if size_of(path) == 0:
         return ["empty file"]
     if not zipfile.is_zipfile(path):
         with open(path, "rb") as fh:
@@ -202,7 +202,7 @@ def _judge_stack_file(child: Path, report: Report, load: bool) -> None:
     """One file of a stack's checkpoint directory (HF Trainer, Accelerate), counted and judged by its kind."""
     name = child.name
     report.files += 1
-    report.bytes += _size(child)
+    report.bytes += size_of(child)
     if name.endswith(".safetensors"):
         report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
     elif name.endswith(TORCH_SUFFIXES):
@@ -210,9 +210,9 @@ def _judge_stack_file(child: Path, report: Report, load: bool) -> None:
     elif name.endswith(".index.json"):
         report.problems += [f"{name}: {p}" for p in _shard_index_problems(child)]
     elif name.endswith(".pkl"):  # RNG and custom states: torch.save archives, or plain pickles
-        if _size(child) > 0 and _is_zip(child):
+        if size_of(child) > 0 and _is_zip(child):
             report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
-        elif _size(child) <= 0:
+        elif size_of(child) <= 0:
             report.problems.append(f"{name}: empty file")
         else:
             report.notes.append(f"{name}: a plain pickle: no checksum to check, not unpickled (that would run "
@@ -250,7 +250,7 @@ def verify_accelerate_dir(path: Path, *, load: bool = True) -> Report:
 
 def _safetensors_problems(path: Path, load: bool) -> list[str]:
     """The header parses and every tensor's bytes lie inside the file, which ends where the last one does."""
-    size = _size(path)
+    size = size_of(path)
     try:
         with open(path, "rb") as fh:
             head = fh.read(8)

@@ -118,33 +118,35 @@ def read_journals(paths: list[str | Path]) -> list[dict[str, Any]]:
 
 def build_baseline(journals: list[dict[str, Any]]) -> dict[str, Any]:
     """Group runs by experiment; only passing runs make a baseline (a failed run's figures prove nothing)."""
-    experiments: dict[str, Any] = {}
     passing: dict[str, list[dict[str, Any]]] = {}
     for j in journals:
-        if j.get("exit_code") != 0 or j.get("experiment", "").endswith("-golden"):
-            continue
-        passing.setdefault(j["experiment"], []).append(j)
-        entry = experiments.setdefault(j["experiment"], {"runs": [], "figures": {}})
-        entry["runs"].append(j["_path"])
-        for name, value in figures_of(j).items():
-            entry["figures"].setdefault(name, []).append(value)
-    if not experiments:
+        if j.get("exit_code") == 0 and not j.get("experiment", "").endswith("-golden"):
+            passing.setdefault(j["experiment"], []).append(j)
+    if not passing:
         raise UsageError("none of those runs passed: a baseline is made from passing runs only")
+    experiments: dict[str, Any] = {}
     for name, runs in passing.items():
+        measured = [figures_of(j) for j in runs]
+        entry = experiments[name] = {"runs": [j["_path"] for j in runs], "figures": _columns(measured)}
         speeds = [speed_of(j) for j in runs]
         if all(speeds):
             # The figures again, each run's timings at the baseline's median host speed; kept beside the
             # figures as measured so an old reader and a run without the probe still have those.
             reference = statistics.median(speeds)  # type: ignore[type-var]
-            entry = experiments[name]
             entry["host_probe_s"] = speeds
             entry["host_reference_s"] = round(reference, 4)
-            scaled: dict[str, list[float]] = {}
-            for j, speed in zip(runs, speeds):
-                for figure, value in _at_speed(figures_of(j), speed_scale(reference, speed)).items():  # type: ignore[arg-type]
-                    scaled.setdefault(figure, []).append(value)
-            entry["at_reference_speed"] = scaled
+            entry["at_reference_speed"] = _columns([_at_speed(f, speed_scale(reference, s))  # type: ignore[arg-type]
+                                                    for f, s in zip(measured, speeds)])
     return {"version": VERSION, "meaning": dict(MEANING), "experiments": experiments}
+
+
+def _columns(rows: list[dict[str, float]]) -> dict[str, list[float]]:
+    """Per figure, its values over the runs that produced it, in run order."""
+    out: dict[str, list[float]] = {}
+    for row in rows:
+        for name, value in row.items():
+            out.setdefault(name, []).append(value)
+    return out
 
 
 def load_baseline(path: str | Path) -> dict[str, Any]:
@@ -267,14 +269,9 @@ def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str,
     reference = entry.get("host_reference_s")
     scaled = isinstance(reference, (int, float)) and "at_reference_speed" in entry and all(speeds)
     base_figures = entry["at_reference_speed"] if scaled else entry["figures"]
-    now: dict[str, list[float]] = {}
-    measured: dict[str, list[float]] = {}
-    for j, speed in zip(journals, speeds):
-        figures = figures_of(j)
-        for name, value in figures.items():
-            measured.setdefault(name, []).append(value)
-        for name, value in (_at_speed(figures, speed_scale(reference, speed)) if scaled else figures).items():
-            now.setdefault(name, []).append(value)
+    rows = [figures_of(j) for j in journals]
+    measured = _columns(rows)
+    now = _columns([_at_speed(f, speed_scale(reference, s)) for f, s in zip(rows, speeds)]) if scaled else measured
     out = Comparison(experiment, entry["runs"], speed=_speed_note(scaled, reference, speeds, entry))
     for figure, base_values in sorted(base_figures.items()):
         values = now.get(figure)

@@ -79,7 +79,8 @@ class Golden:
             update={"ckpt_dir": None, "args": self.experiment.workload.golden_args(), "golden_omits": []})
         # A game day's golden run keeps the day's stop rules (no progress for too long ends it), as the run does.
         rules = {"stop_rule": StopRules(exp.gameday.stop)} if exp.gameday is not None else {}
-        report = Runner(exp, runs_root=self.runs_root, **rules).run()
+        # Never gated (a baseline leaves golden runs out): no host-speed probe.
+        report = Runner(exp, runs_root=self.runs_root, probe_host=False, **rules).run()
         o = report.outcome
         if o.exit_code != 0 or not o.history.finals():
             raise HarnessError(

@@ -74,7 +74,7 @@ class Runner:
                  clock: Clock = SYSTEM,
                  on_poll: Callable[[LiveState], None] | None = None,
                  stop_rule: Callable[[float, int, int], str | None] | None = None,
-                 independent_faults: bool = False) -> None:
+                 independent_faults: bool = False, probe_host: bool = True) -> None:
         self.exp = experiment
         self.on_poll = on_poll
         self.stop_rule = stop_rule
@@ -82,6 +82,8 @@ class Runner:
         early (a game day's stop rules, chaos.gameday.stop)."""
         self.independent_faults = independent_faults
         """Each fault's recovery ends where the next one strikes (a game day's independent draws)."""
+        self.probe_host = probe_host
+        """Measure the host's speed around the run for the baseline gate (a golden run, never gated, does not)."""
         self.runs_root = Path(runs_root)
         self.dry_run = dry_run
         self.golden = golden
@@ -240,7 +242,8 @@ class Runner:
     def _probe_host(self, run: RunContext, when: str) -> None:
         """How fast the host is around the run (chaos.runtime.host_speed): the gate compares timing figures at
         the baseline's speed. Measured with nothing of the workload running, so it sees only the host."""
-        run.log("host_speed", when=when, probe_s=probe_s(), procs=PROBE_PROCS)
+        if self.probe_host:
+            run.log("host_speed", when=when, probe_s=probe_s(), procs=PROBE_PROCS)
 
     def _next_fault(self, records: list[FaultRecord], rec: FaultRecord) -> float | None:
         """A game day's faults are independent draws: each one's recovery ends where the next one strikes."""

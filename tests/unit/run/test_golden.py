@@ -22,7 +22,7 @@ checks: [{completes: {}}]
 
 def _fake_runner(records: list[dict], exit_code: int = 0):
     class FakeRunner:
-        def __init__(self, exp, runs_root):
+        def __init__(self, exp, runs_root, **options):  # the options a Runner takes (probe_host, stop_rule)
             self.exp = exp
 
         def run(self):
