@@ -8,7 +8,7 @@ from chaos.checks._samples import (EXAMPLES, Accounting, ExactlyOnceConfig, Gold
                                    account_samples, compare_with_golden)
 from chaos.checks.base import Check, CheckResult, RunOutcome
 from chaos.errors import ChaosError
-from chaos.evidence.lineage import Lineage, LineageError, LineageUnproven, rebuild_lineage
+from chaos.evidence.lineage import Lineage, LineageError, LineageUnproven
 
 __all__ = ["Accounting", "ExactlyOnce", "ExactlyOnceConfig", "GoldenComparison", "account_samples",
            "compare_with_golden"]
@@ -21,15 +21,12 @@ class ExactlyOnce(Check, kind="exactly_once"):
 
     def needs_golden(self, outcome: RunOutcome) -> bool:
         prepared = self._account(outcome)
-        # Kept for the evaluate that follows on the same outcome (the runner asks, then judges).
-        self._prepared = (outcome, prepared)
         if isinstance(prepared, CheckResult) or not self.config.deterministic_order:
             return False
         return self._needs_golden(*prepared)
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        cached, self._prepared = getattr(self, "_prepared", None), None
-        prepared = cached[1] if cached is not None and cached[0] is outcome else self._account(outcome)
+        prepared = self._account(outcome)
         if isinstance(prepared, CheckResult):
             return prepared
         lineage, acc = prepared
@@ -48,7 +45,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
             return self.inconclusive("step events carry no 'samples' list, so consumption cannot be traced; emit "
                                      "step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
         try:
-            lineage = rebuild_lineage(h)
+            lineage = outcome.lineage()
         except LineageUnproven as exc:
             return self.inconclusive(f"lineage cannot be proven: {exc}")
         except LineageError as exc:

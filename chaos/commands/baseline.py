@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from chaos.report.baseline import build_baseline, read_journals
+from chaos.report.baseline import build_baseline
+from chaos.report.journal import read_journals
 from chaos.errors import UsageError
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -14,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos.commands.report import write_html
+from chaos.report.journal import Journal
 from chaos.errors import ExperimentError, UsageError
 from chaos.spec.experiment import Experiment
 from chaos.spec.load import load_experiment
@@ -75,7 +75,7 @@ def gameday(args: argparse.Namespace) -> int:
         report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
                                 on_poll=lambda s: view.line(s, console))
     print_report(report, console)
-    html = write_html(json.loads((report.run_dir / "journal.json").read_text()), report.run_dir)
+    html = write_html(Journal.read(report.run_dir), report.run_dir)
     console.print(f"report: {html}")
     return report.exit_code
 

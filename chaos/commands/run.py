@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from chaos.report.journal import Journal
 from chaos.report.baseline import Comparison, absent, by_experiment, compare, load_baseline, markdown_summary
 from chaos.commands.validate import experiment_files
 from chaos.errors import ChaosError, ExperimentError, UsageError
@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _gate(baseline: dict, args: argparse.Namespace, reports: list, console: Console) -> list[Comparison]:
     """Compare each experiment's runs (medians over --repeat) with the baseline; print and save the verdicts."""
-    journals = [json.loads((r.run_dir / "journal.json").read_text()) for r in reports]
+    journals = [Journal.read(r.run_dir) for r in reports]
     comparisons = []
     for name, js in by_experiment(journals).items():
         comparison = compare(name, js, baseline)

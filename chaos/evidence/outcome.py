@@ -21,6 +21,7 @@ __all__ = ["EXIT_FAIL", "EXIT_HARNESS", "EXIT_INVALID", "EXIT_PASS", "VERDICTS",
 
 if TYPE_CHECKING:
     from chaos.evidence.goodput import Goodput
+    from chaos.evidence.lineage import Lineage, LineageError
     from chaos.spec.experiment import Experiment
 
 Verdict = Literal["pass", "fail", "inconclusive", "error"]
@@ -89,6 +90,25 @@ class RunOutcome:
     @property
     def injected_faults(self) -> list[FaultRecord]:
         return [f for f in self.faults if f.injected]
+
+    def lineage(self) -> "Lineage":
+        """The run's lineage (chaos.evidence.lineage), rebuilt once however many checks and questions ask:
+        the outcome is built after the run ended, so its history no longer changes. Raises LineageError
+        (or LineageUnproven) every time it is asked when it cannot be rebuilt."""
+        lineage, error = self._lineage
+        if error is not None:
+            raise error
+        assert lineage is not None
+        return lineage
+
+    @functools.cached_property
+    def _lineage(self) -> "tuple[Lineage | None, LineageError | None]":
+        from chaos.evidence.lineage import LineageError, rebuild_lineage
+
+        try:
+            return rebuild_lineage(self.history), None
+        except LineageError as exc:
+            return None, exc
 
     @functools.cached_property
     def goodput(self) -> "Goodput":

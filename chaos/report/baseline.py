@@ -33,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UsageError
+from chaos.report.journal import Journal, read_journals
+
+__all__ = ["Comparison", "FigureChange", "absent", "bound_for", "build_baseline", "by_experiment", "compare",
+           "figures_of", "is_timing", "load_baseline", "markdown_summary", "read_journals", "speed_of", "speed_scale"]
 
 VERSION = 1
 RECOVERY = ("detect_s", "restart_s", "resume_s", "regain_s", "lost_steps", "requeue_s")
@@ -52,29 +56,28 @@ CPU hog slows fixed work more than a job that also waits on sockets and disks. B
 would loosen the gate more than the slowdown it corrects; it also bounds what a lying probe can hide."""
 
 
-def figures_of(journal: dict[str, Any]) -> dict[str, float]:
-    """The comparable figures of one run's journal.json, flat: ``kill-rank#0.resume_s``, ``ckpt.save_s``, ``wall_s``."""
-    out: dict[str, float] = {"wall_s": float(journal["wall_s"])}
-    for fault in journal.get("faults", []):
+def figures_of(journal: Journal) -> dict[str, float]:
+    """The comparable figures of one run's journal, flat: ``kill-rank#0.resume_s``, ``ckpt.save_s``, ``wall_s``."""
+    out: dict[str, float] = {"wall_s": float(journal.wall_s)}
+    for fault in journal.faults:
         for metric in RECOVERY:
-            value = (fault.get("recovery") or {}).get(metric)
+            value = fault.recovery.get(metric)
             if isinstance(value, (int, float)):
-                out[f"{fault['label']}.{metric}"] = float(value)
-    split = journal.get("goodput") or {}
+                out[f"{fault.label}.{metric}"] = float(value)
+    split = journal.goodput or {}
     if not split.get("problems") and isinstance(split.get("wall_s"), (int, float)) and split.get("seconds"):
         # Everything but new training: detection, restarts, loads, recomputation, saves, slow steps.
         out["badput_s"] = float(split["wall_s"]) - float(split["seconds"].get("productive", 0.0))
-    ckpt = journal.get("checkpoints") or {}
-    if ckpt.get("save_s_median") is not None:
-        out["ckpt.save_s"] = float(ckpt["save_s_median"])
-    if ckpt.get("bytes_median") is not None:
-        out["ckpt.bytes"] = float(ckpt["bytes_median"])
+    if journal.checkpoints.save_s_median is not None:
+        out["ckpt.save_s"] = float(journal.checkpoints.save_s_median)
+    if journal.checkpoints.bytes_median is not None:
+        out["ckpt.bytes"] = float(journal.checkpoints.bytes_median)
     return out
 
 
-def speed_of(journal: dict[str, Any]) -> float | None:
+def speed_of(journal: Journal) -> float | None:
     """The run's host-speed probe (chaos.runtime.host_speed.probe_s, seconds: higher is slower), None if not measured."""
-    value = (journal.get("host_speed") or {}).get("probe_s")
+    value = journal.host_speed.get("probe_s")
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
@@ -92,42 +95,18 @@ def _at_speed(figures: dict[str, float], scale: float) -> dict[str, float]:
     return {name: value * scale if is_timing(name) else value for name, value in figures.items()}
 
 
-def read_journals(paths: list[str | Path]) -> list[dict[str, Any]]:
-    """journal.json of each run directory given, or of every run directory under a folder of runs."""
-    found: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if (p / "journal.json").is_file():
-            found.append(p / "journal.json")
-        elif p.is_dir():
-            found += sorted(p.glob("*/journal.json"))
-        else:
-            raise UsageError(f"{p}: not a run directory (no journal.json) nor a folder of runs")
-    if not found:
-        raise UsageError(f"no journal.json under {', '.join(map(str, paths))}: run experiments first (chaos run)")
-    journals = []
-    for path in found:
-        try:
-            journal = json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError) as exc:
-            raise UsageError(f"{path}: unreadable journal ({exc}); remove it or re-run that experiment") from None
-        journal["_path"] = str(path.parent)
-        journals.append(journal)
-    return journals
-
-
-def build_baseline(journals: list[dict[str, Any]]) -> dict[str, Any]:
+def build_baseline(journals: list[Journal]) -> dict[str, Any]:
     """Group runs by experiment; only passing runs make a baseline (a failed run's figures prove nothing)."""
-    passing: dict[str, list[dict[str, Any]]] = {}
+    passing: dict[str, list[Journal]] = {}
     for j in journals:
-        if j.get("exit_code") == 0 and not j.get("experiment", "").endswith("-golden"):
-            passing.setdefault(j["experiment"], []).append(j)
+        if j.exit_code == 0 and not j.experiment.endswith("-golden"):
+            passing.setdefault(j.experiment, []).append(j)
     if not passing:
         raise UsageError("none of those runs passed: a baseline is made from passing runs only")
     experiments: dict[str, Any] = {}
     for name, runs in passing.items():
         measured = [figures_of(j) for j in runs]
-        entry = experiments[name] = {"runs": [j["_path"] for j in runs], "figures": _columns(measured)}
+        entry = experiments[name] = {"runs": [str(j.folder) for j in runs], "figures": _columns(measured)}
         speeds = [speed_of(j) for j in runs]
         if all(speeds):
             # The figures again, each run's timings at the baseline's median host speed; kept beside the
@@ -227,11 +206,11 @@ class Comparison:
                 f"baseline")
 
 
-def by_experiment(journals: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def by_experiment(journals: list[Journal]) -> dict[str, list[Journal]]:
     """Journals grouped by experiment name, in the order given."""
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[Journal]] = {}
     for j in journals:
-        out.setdefault(j["experiment"], []).append(j)
+        out.setdefault(j.experiment, []).append(j)
     return out
 
 
@@ -258,7 +237,7 @@ def absent(experiment: str, allow_new: bool = False) -> Comparison:
     return Comparison(experiment, [], absent=True, allow_new=allow_new)
 
 
-def compare(experiment: str, journals: list[dict[str, Any]], baseline: dict[str, Any],
+def compare(experiment: str, journals: list[Journal], baseline: dict[str, Any],
             rel: float = REL_MARGIN) -> Comparison | None:
     """This experiment's runs against its baseline entry (None when the baseline has none: see ``absent``)."""
     entry = baseline["experiments"].get(experiment)

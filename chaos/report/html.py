@@ -14,8 +14,9 @@ from typing import Any
 
 from chaos.evidence.events import History
 from chaos.evidence.goodput import CAUSES, HOW
-from chaos.evidence.outcome import VERDICTS, look, run_verdict
+from chaos.evidence.outcome import VERDICTS, look
 from chaos.evidence.recovery import describe_landing
+from chaos.report.journal import Journal
 from chaos.report.terminal import recovery_columns
 from chaos.report.timeline import plot_timeline
 
@@ -81,7 +82,7 @@ def badput_picture(goodput: dict[str, Any]) -> str | None:
     return data
 
 
-def _timeline_picture(run_dir: Path, journal: dict[str, Any]) -> str | None:
+def _timeline_picture(run_dir: Path, journal: Journal) -> str | None:
     try:
         path = plot_timeline(History.from_run_dir(run_dir), journal, run_dir / "timeline.png")
     except Exception:  # a run without records still gets its page, without this picture
@@ -105,45 +106,42 @@ def _n(v: Any, fmt: str = "{:.2f}") -> str:
     return "-" if v is None else fmt.format(v) if isinstance(v, (int, float)) else escape(str(v))
 
 
-def render_html(journal: dict[str, Any], run_dir: Path) -> str:
-    verdict = journal.get("verdict") or look(run_verdict(journal.get("exit_code"), [c.get("verdict", "") for c in
-                                                                                    journal.get("checks", [])])).label
-    name = journal.get("experiment", "run")
+def render_html(journal: Journal, run_dir: Path) -> str:
+    verdict = journal.word
+    name = journal.experiment
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(name)}: {escape(verdict)}</title>"
              f"<style>{CSS}</style></head><body>",
              f'<header id="verdict" style="background:{VERDICT_COLOURS.get(verdict, "#555")}">'
-             f"<h1>{escape(name)}: {escape(verdict)}</h1><p>{escape(journal.get('description', ''))}</p></header><main>"]
-    g = journal.get("goodput") or {}
+             f"<h1>{escape(name)}: {escape(verdict)}</h1><p>{escape(journal.description)}</p></header><main>"]
+    g = journal.goodput or {}
     parts.append('<p class="facts">' + "".join(f"<span>{escape(x)}</span>" for x in [
-        f"wall {journal.get('wall_s', 0):.1f} s", f"workload exit {journal.get('workload_exit_code')}",
-        f"attempts {len(journal.get('attempts', []))}", f"max step {journal.get('max_step')}",
+        f"wall {journal.wall_s:.1f} s", f"workload exit {journal.workload_exit_code}",
+        f"attempts {len(journal.attempts)}", f"max step {journal.max_step}",
         f"goodput {g['goodput']:.1%}" if g.get("goodput") is not None else "goodput -"]) + "</p>")
-    for d in journal.get("diagnostics", []):
+    for d in journal.diagnostics:
         parts.append(f"<p><b>{escape(d)}</b></p>")
 
     parts.append('<h2 id="checks">Checks</h2>')
     parts.append(_table(["check", "verdict", "reason"], [
-        [escape(c["kind"]), _verdict(look(c["verdict"]).label), escape(c["reason"])] for c in journal.get("checks", [])]))
+        [escape(c.kind), _verdict(look(c.verdict).label), escape(c.reason)] for c in journal.checks]))
 
     timeline = _timeline_picture(run_dir, journal)
     parts.append('<h2 id="timeline">Timeline</h2>')
     parts.append(f'<img id="timeline-img" alt="timeline" src="data:image/png;base64,{timeline}">' if timeline
                  else "<p class='dim'>no timeline: the run has no records to plot</p>")
 
-    if journal.get("faults"):
-        cols = recovery_columns([f.get("recovery", {}) for f in journal["faults"]])
+    if journal.faults:
+        cols = recovery_columns([f.recovery for f in journal.faults])
         parts.append('<h2 id="faults">Faults and reactions</h2>')
         rows = []
-        for f in journal["faults"]:
-            status = "injected" if f.get("status") == "injected" and not f.get("error") else (
-                f.get("error") or str(f.get("status", "")).replace("_", " "))
-            rate = (f.get("recovery") or {}).get("step_rate") or {}
-            rows.append([escape(f["label"]), escape(f.get("kind", "")), escape(status),
-                         *[_n(f.get("recovery", {}).get(c)) for c in cols],
+        for f in journal.faults:
+            status = "injected" if f.injected else (f.error or f.status.replace("_", " "))
+            rate = f.recovery.get("step_rate") or {}
+            rows.append([escape(f.label), escape(f.kind), escape(status), *[_n(f.recovery.get(c)) for c in cols],
                          f"{rate['ratio']:.0%} of {rate['before']:.1f}/s" if rate else "-"])
         parts.append(_table(["fault", "kind", "status", *cols, "step rate while it acted"], rows,
                             numeric=set(range(3, 4 + len(cols)))))
-        landings = [text for f in journal["faults"] if (text := describe_landing(f["label"], f.get("recovery") or {}))]
+        landings = [text for f in journal.faults if (text := describe_landing(f.label, f.recovery))]
         if landings:
             parts.append('<ul id="landings">' + "".join(f"<li>{escape(t)}</li>" for t in landings) + "</ul>")
 
@@ -166,14 +164,14 @@ def render_html(journal: dict[str, Any], run_dir: Path) -> str:
         parts.append(f"<h2 id='badput'>Goodput</h2><p>not computed: {escape('; '.join(g['problems']))}</p>")
 
     parts += _gameday_sections(journal)
-    if journal.get("commands"):
-        parts.append("<h2>Commands the harness ran</h2><pre>" + escape("\n".join(journal["commands"])) + "</pre>")
+    if journal.commands:
+        parts.append("<h2>Commands the harness ran</h2><pre>" + escape("\n".join(journal.commands)) + "</pre>")
     parts.append("</main></body></html>")
     return "\n".join(parts)
 
 
-def _gameday_sections(journal: dict[str, Any]) -> list[str]:
-    plan = journal.get("gameday")
+def _gameday_sections(journal: Journal) -> list[str]:
+    plan = journal.gameday
     if not plan:
         return []
     out = ['<h2 id="gameday">Game day</h2>',
@@ -181,18 +179,18 @@ def _gameday_sections(journal: dict[str, Any]) -> list[str]:
            f"{plan['expected_faults']:.1f} faults expected over the span, compressed {plan['compression']:,.0f}x "
            f"into {plan['window_s']:g} s of this run; {sum(s['fired'] for s in plan['schedule'])} of "
            f"{len(plan['schedule'])} drawn faults struck.</p>"]
-    mix = next((c for c in journal.get("checks", []) if c["kind"] == "fault_mix"), None)
-    if mix and mix.get("figures", {}).get("categories"):
+    mix = next((c for c in journal.checks if c.kind == "fault_mix"), None)
+    if mix and mix.figures.get("categories"):
         out.append("<h3>By category</h3>")
         out.append(_table(["category", "drawn", "struck", "not reached", "failed", "MTTR (regain_s, median)"], [
             [escape(c), str(r["scheduled"]), str(r["injected"]), str(r["not_reached"]), str(r["failed"]),
-             _n(r.get("mttr_s"))] for c, r in sorted(mix["figures"]["categories"].items())],
+             _n(r.get("mttr_s"))] for c, r in sorted(mix.figures["categories"].items())],
             numeric={1, 2, 3, 4, 5}))
     out.append("<h3>Schedule (seeded)</h3>")
     out.append(_table(["due at (s)", "cluster day", "fault", "root cause", "struck", "played as"], [
         [_n(s["at_s"], "{:.1f}"), _n(s["day"], "{:.2f}"), escape(s["label"]), escape(s["cause"]),
          "yes" if s["fired"] else "no", escape(s["why"])] for s in plan["schedule"]], numeric={0, 1}))
-    p = journal.get("projection")
+    p = journal.projection
     out.append('<h2 id="projection">Projection to scale</h2>')
     if not p:
         out.append("<p>No projection: the run measured no interrupting fault or no checkpoint save to build it on.</p>")

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from chaos.evidence.events import History, attempt_key
 
+if TYPE_CHECKING:
+    from chaos.report.journal import Journal
 
-def plot_timeline(history: History, journal: dict[str, Any], dest: Path) -> Path:
+
+def plot_timeline(history: History, journal: "Journal", dest: Path) -> Path:
     """Write ``dest`` (PNG): step vs seconds since launch, one colour per attempt."""
     import matplotlib
 
@@ -30,15 +33,17 @@ def plot_timeline(history: History, journal: dict[str, Any], dest: Path) -> Path
         if recs:
             ax.scatter([r["t"] - t0 for r in recs], [r.get("step") or 0 for r in recs], marker=marker, s=50,
                        color=colour, zorder=4, label=ev)
-    for fault in journal.get("faults", []):
-        x = fault["t_inject"] - t0
+    for fault in journal.faults:
+        if fault.t_inject is None:
+            continue  # never fired: nothing to mark
+        x = fault.t_inject - t0
         ax.axvline(x, color="red", ls="--", lw=1)
-        ax.annotate(fault["label"], (x, ax.get_ylim()[1]), rotation=90, va="top", ha="right", fontsize=8, color="red")
-        if fault.get("t_revert") and fault["details"].get("duration_s"):
-            ax.axvspan(x, fault["t_revert"] - t0, color="red", alpha=0.07)
+        ax.annotate(fault.label, (x, ax.get_ylim()[1]), rotation=90, va="top", ha="right", fontsize=8, color="red")
+        if fault.t_revert and fault.details.get("duration_s"):
+            ax.axvspan(x, fault.t_revert - t0, color="red", alpha=0.07)
     ax.set_xlabel("seconds since launch")
     ax.set_ylabel("optimizer step")
-    ax.set_title(f"{journal.get('experiment', '')}: exit {journal.get('exit_code')}")
+    ax.set_title(f"{journal.experiment}: exit {journal.exit_code}")
     ax.legend(loc="lower right", fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -19,7 +19,21 @@ from chaos.spec.workload import (DEVICE_ENV, SOURCE_SUFFIXES, STACK_PACKAGES, TH
                                  _beside, installed_version, resolve_path)
 
 COMBINATORS = ("any", "all")
-TRIGGER_MODIFIERS = ("delay_s", "times")
+MAX_TRIGGER_DEPTH = 8
+"""How deeply any/all may nest (a JSON Schema cannot say it: the loader alone checks it)."""
+
+
+class TriggerModifiers(StrictConfig):
+    """What every trigger may add beside its kind: the loader validates them through this model and the JSON
+    Schema is generated from it, so their limits are written once."""
+
+    delay_s: float = Field(default=0.0, ge=0, le=86400, strict=True)
+    """Inject this many seconds after the trigger fires."""
+    times: int | None = Field(default=None, ge=1, le=100000, strict=True)
+    """How many times a repeating trigger may fire (every_steps, poisson); unset: as often as it comes due."""
+
+
+TRIGGER_MODIFIERS = tuple(TriggerModifiers.model_fields)
 
 
 @dataclass

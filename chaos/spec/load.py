@@ -12,8 +12,8 @@ from pydantic import BaseModel, ValidationError
 from chaos.errors import ExperimentError, Problem
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
 from chaos.spec.configs import TargetConfig
-from chaos.spec.experiment import (COMBINATORS, TRIGGER_MODIFIERS, CheckSpec, Experiment, ExperimentFile, FaultSpec,
-                                   TriggerSpec)
+from chaos.spec.experiment import (COMBINATORS, MAX_TRIGGER_DEPTH, TRIGGER_MODIFIERS, CheckSpec, Experiment,
+                                   ExperimentFile, FaultSpec, TriggerModifiers, TriggerSpec)
 from chaos.spec.gameday import Scheduled, draw
 
 
@@ -329,23 +329,20 @@ def _validate_fault(i: int, raw: Any, col: _Collector, base: tuple[Any, ...] | N
 
 def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: int = 0) -> TriggerSpec | None:
     example = "e.g. {at_step: 25}, {after_s: 10}, {on_event: ckpt_begin}, {any: [{at_step: 25}, {after_s: 60}]}"
-    if depth > 8:
-        col.add(path, "triggers are nested too deeply (at most 8 levels of any/all)")
+    if depth > MAX_TRIGGER_DEPTH:
+        col.add(path, f"triggers are nested too deeply (at most {MAX_TRIGGER_DEPTH} levels of any/all)")
         return None
     if not isinstance(raw, dict) or not raw:
         col.add(path, f"a trigger must be a mapping naming one trigger kind, {example}")
         return None
     modifiers = {k: raw[k] for k in TRIGGER_MODIFIERS if k in raw}
     kinds = [k for k in raw if k not in TRIGGER_MODIFIERS]
-    ok = True
-    delay = modifiers.get("delay_s", 0.0)
-    if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not 0 <= delay <= 86400:
-        col.add(path + ("delay_s",), "delay_s must be a number of seconds between 0 and 86400")
-        ok = False
-    times = modifiers.get("times")
-    if times is not None and (not isinstance(times, int) or isinstance(times, bool) or not 1 <= times <= 100000):
-        col.add(path + ("times",), "times must be a whole number from 1 to 100000")
-        ok = False
+    try:
+        mods = TriggerModifiers.model_validate(modifiers)
+        ok, delay, times = True, mods.delay_s, mods.times
+    except ValidationError as exc:
+        col.add_validation(path, exc)
+        ok, delay, times = False, 0.0, None
     named = [k for k in kinds if k in COMBINATORS or (isinstance(k, str) and TRIGGERS.get(k) is not None)]
     flat: dict[str, Any] = {}
     if len(named) == 1 and len(kinds) > 1 and named[0] not in COMBINATORS:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import json
 import os
 import multiprocessing
 import statistics
@@ -41,19 +40,14 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 
 from chaos.report.baseline import Comparison, build_baseline, compare, speed_of  # noqa: E402
+from chaos.report.journal import Journal  # noqa: E402
 from chaos.spec.load import load_experiment  # noqa: E402
 from chaos.run.golden import Golden  # noqa: E402
 from chaos.run.runner import Runner  # noqa: E402
 
 
-def run_journals(exp: Any, runs: Path, n: int) -> list[dict[str, Any]]:
-    out = []
-    for _ in range(n):
-        report = Runner(exp, runs_root=runs, golden=Golden(exp, runs)).run()
-        journal = json.loads((report.run_dir / "journal.json").read_text())
-        journal["_path"] = str(report.run_dir)
-        out.append(journal)
-    return out
+def run_journals(exp: Any, runs: Path, n: int) -> list[Journal]:
+    return [Journal.read(Runner(exp, runs_root=runs, golden=Golden(exp, runs)).run().run_dir) for _ in range(n)]
 
 
 def _burn() -> None:
@@ -111,12 +105,12 @@ def scenario(path: str, steps: int | None, ckpt_every: int | None, at_step: int 
     return load_experiment(out)
 
 
-def landings(journals: list[dict[str, Any]]) -> str:
+def landings(journals: list[Journal]) -> str:
     """The range of each landing figure over these runs: ``landed_step 25-27, ...``."""
     out = []
     for name in ("trigger_step", "landed_step", "durable_step", "steps_since_ckpt", "lost_steps"):
-        values = [f["recovery"].get(name) for j in journals for f in j.get("faults", [])
-                  if isinstance((f.get("recovery") or {}).get(name), (int, float))]
+        values = [f.recovery[name] for j in journals for f in j.faults
+                  if isinstance(f.recovery.get(name), (int, float))]
         if values:
             out.append(f"{name} {min(values):g}-{max(values):g}")
     return ", ".join(out) or "no landing figures (journals without them)"
@@ -144,7 +138,7 @@ def main() -> int:
         ap.error(f"unknown condition(s) {', '.join(sorted(unknown))}: use quiet and/or loaded")
     reruns: dict[str, list[Comparison]] = {}
     raw_reruns: dict[str, list[Comparison]] = {}
-    rerun_journals: list[dict[str, Any]] = []
+    rerun_journals: list[Journal] = []
     with tempfile.TemporaryDirectory(prefix="chaos-gate-") as tmp:
         runs = Path(tmp)
         exp = scenario(args.experiment, args.steps, args.ckpt_every, args.at_step, runs)

@@ -196,7 +196,8 @@ def test_report_of_a_folder_of_runs_writes_an_index(tmp_path, capsys) -> None:
         return {"experiment": name, "description": "", "source": "x.yaml", "run_dir": "", "started": 1.0,
                 "wall_s": 10.0, "exit_code": exit_code, "workload_exit_code": 0, "timed_out": False,
                 "attempts": ["0.0"], "max_step": 5, "diagnostics": [], "commands": [], "revert_failures": [],
-                "faults": [{"label": "kill-rank#0", "details": {}, "recovery": {"resume_s": 2.5}}],
+                "faults": [{"index": 0, "kind": "kill-rank", "label": "kill-rank#0", "t_inject": 2.0, "details": {},
+                            "recovery": {"resume_s": 2.5}}],
                 "checks": checks}
 
     for name, code, checks in (("rank-kill", 0, [{"kind": "completes", "verdict": "pass", "reason": "ok"}]),

@@ -10,18 +10,20 @@ import pytest
 from chaos.report.baseline import build_baseline, compare, figures_of, load_baseline, markdown_summary
 from chaos.cli import main
 from chaos.errors import UsageError
+from chaos.report.journal import Journal
 
 
 def journal(resume_s: float = 3.0, save_s: float = 0.04, wall_s: float = 15.0, exit_code: int = 0,
-            path: str = "runs/x", name: str = "rank-kill-ddp", fired: bool = True) -> dict:
+            path: str = "runs/x", name: str = "rank-kill-ddp", fired: bool = True) -> Journal:
     recovery = {"detect_s": 0.1, "restart_s": 2.0, "resume_s": resume_s, "regain_s": resume_s + 0.5,
                 "lost_steps": 5} if fired else {}
-    return {"experiment": name, "exit_code": exit_code, "wall_s": wall_s, "_path": path,
-            "faults": [{"label": "kill-rank#0", "recovery": recovery}],
-            "checkpoints": {"saves": 6, "save_s_median": save_s, "bytes_median": 1000}}
+    return Journal.model_validate({
+        "experiment": name, "exit_code": exit_code, "wall_s": wall_s, "run_dir": path,
+        "faults": [{"index": 0, "kind": "kill-rank", "label": "kill-rank#0", "t_inject": 1.0, "recovery": recovery}],
+        "checkpoints": {"saves": 6, "save_s_median": save_s, "bytes_median": 1000}})
 
 
-def baseline_of(*journals: dict) -> dict:
+def baseline_of(*journals: Journal) -> dict:
     return build_baseline(list(journals))
 
 
@@ -33,9 +35,9 @@ def test_figures_are_flat_and_named_by_fault() -> None:
 
 def test_badput_is_a_figure_when_the_run_could_be_split() -> None:
     split = {"wall_s": 15.0, "seconds": {"productive": 9.5, "restart": 4.0}, "problems": []}
-    assert figures_of({**journal(), "goodput": split})["badput_s"] == 5.5
+    assert figures_of(journal().model_copy(update={"goodput": split}))["badput_s"] == 5.5
     unsplit = {**split, "problems": ["no step events"]}
-    assert "badput_s" not in figures_of({**journal(), "goodput": unsplit})
+    assert "badput_s" not in figures_of(journal().model_copy(update={"goodput": unsplit}))
 
 
 def test_jitter_within_the_baselines_spread_is_not_a_regression() -> None:
@@ -89,9 +91,7 @@ def test_baseline_save_cli_writes_a_loadable_file(tmp_path: Path, capsys: pytest
     runs = tmp_path / "runs"
     for i in range(2):
         (runs / f"r{i}").mkdir(parents=True)
-        data = journal(resume_s=3.0 + i)
-        del data["_path"]
-        (runs / f"r{i}" / "journal.json").write_text(json.dumps(data))
+        journal(resume_s=3.0 + i).write(runs / f"r{i}")
     out = tmp_path / "gate" / "baseline.json"
     assert main(["baseline", "save", str(runs), "-o", str(out)]) == 0
     base = load_baseline(out)
@@ -108,9 +108,9 @@ def test_run_refuses_a_bad_baseline_before_running(tmp_path: Path) -> None:
 
 # Issue 39: only what the stack did is gated; a missing experiment is not silently ungated.
 def test_where_the_fault_landed_is_reported_not_gated() -> None:
-    def landed(at: int) -> dict:
+    def landed(at: int) -> Journal:
         j = journal()
-        j["faults"][0]["recovery"].update(lost_steps=0, landed_step=at, trigger_step=17, durable_step=15,
+        j.faults[0].recovery.update(lost_steps=0, landed_step=at, trigger_step=17, durable_step=15,
                                           steps_since_ckpt=at - 15)
         return j
 
@@ -119,7 +119,7 @@ def test_where_the_fault_landed_is_reported_not_gated() -> None:
     result = compare("rank-kill-ddp", [landed(24)], base)  # 9 steps past the checkpoint: timing, not the stack
     assert not result.failed, [ch.describe() for ch in result.regressions]
     older = landed(24)
-    older["faults"][0]["recovery"]["lost_steps"] = 5  # resumed from a checkpoint older than the newest durable one
+    older.faults[0].recovery["lost_steps"] = 5  # resumed from a checkpoint older than the newest durable one
     assert [ch.figure for ch in compare("rank-kill-ddp", [older], base).regressions] == ["kill-rank#0.lost_steps"]
 
 
@@ -139,7 +139,7 @@ def test_a_baseline_saved_before_lost_steps_changed_meaning_is_stale_not_missing
     old = baseline_of(journal())
     del old["meaning"]  # saved when lost_steps counted the fault's timing too
     now = journal()
-    del now["faults"][0]["recovery"]["lost_steps"]  # no ckpt_commit: the durable checkpoint is unknown
+    del now.faults[0].recovery["lost_steps"]  # no ckpt_commit: the durable checkpoint is unknown
     result = compare("rank-kill-ddp", [now], old)
     assert result.stale == ["kill-rank#0.lost_steps"] and not result.missing and not result.failed
     assert compare("rank-kill-ddp", [now], baseline_of(journal())).missing == ["kill-rank#0.lost_steps"]
@@ -170,10 +170,8 @@ timeout_s: 60
                  "--allow-new"]) == 0
 
 
-def _at(speed: float | None, **kw) -> dict:
-    j = journal(**kw)
-    j["host_speed"] = {"probe_s": speed}
-    return j
+def _at(speed: float | None, **kw) -> Journal:
+    return journal(**kw).model_copy(update={"host_speed": {"probe_s": speed}})
 
 
 def test_an_unchanged_script_on_a_slower_host_is_compared_at_the_baselines_speed() -> None:

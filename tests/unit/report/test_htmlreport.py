@@ -15,6 +15,7 @@ from chaos.commands.report import write_html
 from chaos.spec.gameday import GamedayConfig, Scheduled
 from chaos.gameday.summary import summarize
 from chaos.report.html import COLOURS, VERDICT_COLOURS
+from chaos.report.journal import Journal
 from chaos.evidence.events import History
 from chaos.evidence.outcome import FaultRecord
 
@@ -24,7 +25,7 @@ def rec(ev: str, t: float, attempt: str = "0.0", rank: int = 0, **kw) -> dict:
             "attempt": attempt, **kw}
 
 
-def game_day_run(run_dir: Path) -> dict:
+def game_day_run(run_dir: Path) -> Journal:
     """A killed-and-resumed run written as the harness and a workload would, with its journal."""
     T = 1_700_000_000.0
     workload = [rec("start", T + 2, rank=r, dataset_size=16) for r in (0, 1)] + [rec("ckpt_load", T + 2.5, step=0)]
@@ -58,15 +59,16 @@ def game_day_run(run_dir: Path) -> dict:
                "figures": {"categories": {"software": {"scheduled": 1, "injected": 1, "not_reached": 0,
                                                        "failed": 0, "mttr_s": 6.0}}}},
               {"kind": "exactly_once", "verdict": "pass", "reason": "each index once"}]
-    return {"experiment": "gd-synthetic", "description": "a synthetic game day", "verdict": "PASS", "exit_code": 0,
-            "wall_s": 30.0, "workload_exit_code": 0, "timed_out": False, "attempts": ["0.0", "0.1"], "max_step": 40,
-            "diagnostics": [], "faults": [asdict(fault)], "checks": checks,
-            **summarize(History.from_run_dir(run_dir), [fault], experiment)}
+    return Journal.model_validate({
+        "experiment": "gd-synthetic", "description": "a synthetic game day", "verdict": "PASS", "exit_code": 0,
+        "wall_s": 30.0, "workload_exit_code": 0, "timed_out": False, "attempts": ["0.0", "0.1"], "max_step": 40,
+        "diagnostics": [], "faults": [asdict(fault)], "checks": checks,
+        **summarize(History.from_run_dir(run_dir), [fault], experiment)})
 
 
 def test_the_page_is_self_contained_and_has_every_section(tmp_path: Path) -> None:
     journal = game_day_run(tmp_path)
-    assert journal["projection"]["rows"] and journal["gameday"]["schedule"][0]["fired"]
+    assert journal.projection["rows"] and journal.gameday["schedule"][0]["fired"]
     html = write_html(journal, tmp_path).read_text()
     for anchor in ("verdict", "checks", "timeline-img", "faults", "badput-img", "gameday", "projection"):
         assert f'id="{anchor}"' in html, anchor
@@ -76,9 +78,9 @@ def test_the_page_is_self_contained_and_has_every_section(tmp_path: Path) -> Non
 
 def test_an_old_journal_gets_its_goodput_computed_from_the_records(tmp_path: Path) -> None:
     journal = game_day_run(tmp_path)
-    for key in ("goodput", "gameday", "projection"):
-        journal.pop(key)
-    journal["source"] = str(tmp_path / "gone.yaml")  # the experiment file is no longer there
+    # The experiment file is no longer there.
+    journal = journal.model_copy(update={"goodput": None, "gameday": None, "projection": None,
+                                         "source": str(tmp_path / "gone.yaml")})
     html = write_html(journal, tmp_path).read_text()
     assert 'id="badput-img"' in html and 'id="projection"' not in html
 

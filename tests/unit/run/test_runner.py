@@ -379,14 +379,14 @@ def test_an_interrupt_after_the_reverts_does_not_cut_the_report_short(tmp_path: 
         caller.append(signum)
 
     previous = signal.signal(signal.SIGINT, record)
-    write_journal = runner_module.write_journal
+    write = runner_module.Journal.write
 
-    def interrupted_write(report, wall0):
+    def interrupted_write(journal, folder):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(0.05)  # the handler runs at the next bytecode of the main thread, here
-        write_journal(report, wall0)
+        return write(journal, folder)
 
-    monkeypatch.setattr(runner_module, "write_journal", interrupted_write)
+    monkeypatch.setattr(runner_module.Journal, "write", interrupted_write)
     try:
         report = Runner(exp, runs_root=tmp_path / "runs").run()
         restored = signal.getsignal(signal.SIGINT)
