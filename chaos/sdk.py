@@ -150,10 +150,33 @@ def step(step: int, *, epoch: int, samples: Iterable[int], loss: float, **extra:
     # A list (of ints, or of numpy/torch scalars that _jsonable turns into ints) is written as is.
     samples = samples if type(samples) is list else [int(s) for s in samples]
     emit("step", step=step, epoch=epoch, samples=samples, loss=float(loss), **extra)
+    _last_step[0] = step
     holds = _holds_dir()
     # Only a step the harness was told of is held: a process writing no events would wait for nothing.
     if holds is not None and writer().enabled:
         _hold(os.path.join(holds, f"step-{step}"))
+    for callback in _after_step:
+        callback(step)
+
+
+_last_step: list[int | None] = [None]
+_after_step: list[Any] = []
+
+
+def last_step() -> int | None:
+    """The last step this process reported with ``step`` (None before the first)."""
+    return _last_step[0]
+
+
+def after_step(callback: Any) -> None:
+    """Call ``callback(step)`` after each reported step, once the harness has released it where it held it
+    (chaos.instep picks up a fault armed during the hold here, so it acts in the very next step)."""
+    _after_step.append(callback)
+
+
+def forget_after_step(callback: Any) -> None:
+    if callback in _after_step:
+        _after_step.remove(callback)
 
 
 HOLDS_DIR = "holds"

@@ -46,6 +46,8 @@ class Accounting:
         """Epochs that a resume (a lineage link from a step > 0) continued."""
         self.kept_step_numbers: set[int] = set()
         self.missing_steps: list[int] = []
+        self.last_step = 0
+        """The step the kept history must reach: its highest, or the final attempt's final step if higher."""
         self.untraced: list[str] = []
         self.tolerated: dict[int, int] = {}
         """Completed epochs with missing indices within max_missing_per_epoch, and how many."""
@@ -54,9 +56,10 @@ class Accounting:
 
 
 def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConfig | None = None,
-                    ranks: dict[str, set[Any]] | None = None) -> Accounting:
+                    ranks: dict[str, set[Any]] | None = None, final_step: int | None = None) -> Accounting:
     """Group the kept steps' samples (union over ranks) by epoch and find every irregularity.
 
+    ``final_step``: the step the final attempt's ``final`` events name (the kept history must reach it).
     ``ranks``: each attempt's ranks (``History.attempt_ranks``). A rank that reported none of a kept step is
     named: the union over the ranks that did report says nothing of what it consumed.
     """
@@ -87,7 +90,10 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     acc.renumbered_steps = sorted({f"{r.step} (attempt {link.segment.name} resumed from {link.after})"
                                    for link, r in lineage.early_steps()})
     acc.kept_step_numbers = set(kept_by_step)
-    acc.missing_steps = sorted(set(range(1, max(kept_by_step, default=0) + 1)) - acc.kept_step_numbers)
+    # Up to the step the run says it ended at, not only the highest kept one: the records of the last steps
+    # lost whole (a partial epoch's, which no epoch accounting would miss) are missing steps too.
+    acc.last_step = max(max(kept_by_step, default=0), final_step or 0)
+    acc.missing_steps = sorted(set(range(1, acc.last_step + 1)) - acc.kept_step_numbers)
 
     # Epochs are accounted from the lowest one the kept history consumed: a workload may number them
     # from 1 (an epoch before its first is not one it skipped; a skip shows in the steps' own epochs).

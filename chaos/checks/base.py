@@ -17,6 +17,8 @@ class Check(Plugin):
 
     registry = CHECKS
     Config: ClassVar[type[CheckConfig]] = CheckConfig
+    scans_values: ClassVar[bool] = False
+    """Judging needs the witness to scan every committed checkpoint's tensors (chaos.checkpoint.values)."""
 
     def __init__(self, config: CheckConfig) -> None:
         self.config = config

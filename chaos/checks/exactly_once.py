@@ -50,7 +50,10 @@ class ExactlyOnce(Check, kind="exactly_once"):
             return self.inconclusive(f"lineage cannot be proven: {exc}")
         except LineageError as exc:
             return self.failed(f"lineage cannot be rebuilt: {exc}")
-        return lineage, account_samples(lineage, size, self.config, ranks=h.attempt_ranks())
+        final = h.final_attempt()
+        final_step = max((int(r["step"]) for r in h.finals() if str(r.get("attempt")) == final
+                          and isinstance(r.get("step"), int)), default=None)
+        return lineage, account_samples(lineage, size, self.config, ranks=h.attempt_ranks(), final_step=final_step)
 
     def _golden_comparison(self, outcome: RunOutcome, lineage: Lineage, acc: Accounting) -> GoldenComparison | None:
         if outcome.golden is None or not self.config.deterministic_order or not self._needs_golden(lineage, acc):
@@ -98,7 +101,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
             certain.append(f"{len(acc.out_of_range)} outside 0..{acc.dataset_size - 1} "
                            f"({_examples(acc.out_of_range)})")
         if acc.missing_steps:
-            last = max(acc.kept_step_numbers)
+            last = acc.last_step
             certain.append(f"the kept history lacks step(s) {_ranges(acc.missing_steps)} (it must run 1..{last} "
                            f"without a gap: a step counter that jumped, or steps whose events were lost)")
         if acc.duplicate_steps:

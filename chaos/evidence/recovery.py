@@ -234,6 +234,12 @@ def _landing(history: History, fault: FaultRecord, attempt: str, t0: float, figu
     figures.update(landed_step=landed, trigger_step=asked, durable_step=durable,
                    steps_since_ckpt=None if landed is None or durable is None else max(0, landed - durable))
     figures["evidence"]["durable_step"] = why
+    # A fault inside the step (chaos.instep) acts in a step of its own, which the ranks it acted on report.
+    acts = [r for r in history.of("instep") if r.get("fault") == fault.index and isinstance(r.get("step"), int)]
+    if acts:
+        figures["acted_step"] = min(int(r["step"]) for r in acts)
+        figures["evidence"]["acted_step"] = (f"instep event of rank(s) "
+                                             f"{', '.join(sorted({str(r.get('rank')) for r in acts}))}")
 
 
 def _durable_step(history: History, t0: float) -> tuple[int | None, str]:
@@ -274,6 +280,8 @@ def describe_landing(label: str, recovery: dict[str, Any]) -> str | None:
     if asked is not None:
         off = "" if landed is None or landed == asked else f", {abs(landed - asked)} {'later' if landed > asked else 'earlier'}"
         text += f" (trigger asked {asked}{off})"
+    if recovery.get("acted_step") is not None:
+        text += f"; acted inside step {recovery['acted_step']}"
     durable, since = recovery.get("durable_step"), recovery.get("steps_since_ckpt")
     if since is not None:
         text += f"; {since} step(s) past the newest durable checkpoint (step {durable})"

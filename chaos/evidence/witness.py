@@ -68,7 +68,10 @@ def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None, p
     verify_fn = verify_fn or verify
     original = Path(str(request["path"]))
     path = pinned or original
+    scan = bool(request.pop("scan", False))
     fields = dict(request, pinned=pinned is not None)
+    if scan:
+        fields["values"] = _values(path)
     try:
         report = verify_fn(path, load=False)
     except UnusableInput as exc:
@@ -88,12 +91,25 @@ def look(request: dict[str, Any], verify_fn: Callable[..., Any] | None = None, p
     return fields
 
 
+def _values(path: Path) -> dict[str, Any]:
+    """The checkpoint's numbers scanned (chaos.checkpoint.values); a scan that could not run says why."""
+    from chaos.checkpoint.values import scan
+
+    try:
+        return scan(path)
+    except Exception as exc:
+        return {"tensors": 0, "values": 0, "nonfinite": 0, "bad": [],
+                "unscanned": [f"scan failed: {type(exc).__name__}: {exc}"[:200]]}
+
+
 class CheckpointWitness:
     """Sends every committed or loaded checkpoint path (once per event, path and attempt) to the child."""
 
-    def __init__(self, log: Callable[..., Any], pin_dir: Path | None = None) -> None:
+    def __init__(self, log: Callable[..., Any], pin_dir: Path | None = None, scan_values: bool = False) -> None:
         self._log = log
         self._pin_dir = pin_dir
+        self._scan = scan_values
+        """Also scan every tensor for non-finite values (chaos.checkpoint.values), for the checks that need it."""
         self._seen: set[tuple[str, str, str]] = set()
         self._child: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
@@ -111,7 +127,8 @@ class CheckpointWitness:
                 continue
             self._seen.add(key)
             self._send({"path": str(path), "step": rec.get("step"), "seen": ev, "attempt": rec.get("attempt"),
-                        "t_event": rec.get("t"), **({"pin_dir": str(self._pin_dir)} if self._pin_dir else {})})
+                        "t_event": rec.get("t"), **({"pin_dir": str(self._pin_dir)} if self._pin_dir else {}),
+                        **({"scan": True} if self._scan else {})})
 
     def start(self) -> None:
         """Start the child now, while the workload starts up: started on the first commit instead, its own

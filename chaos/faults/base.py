@@ -22,6 +22,9 @@ class Fault(Plugin):
     Config: ClassVar[type[FaultConfig]] = FaultConfig
     needs_target: ClassVar[tuple[str, ...]] = ()
     """Target kinds this fault works on; empty means any."""
+    in_step: ClassVar[bool] = False
+    """The fault acts inside the training step (chaos.instep): each rank it acts on writes an ``instep`` event
+    where it landed, which the checks of in-step faults judge by."""
 
     def __init__(self, config: FaultConfig, index: int) -> None:
         self.config = config

@@ -32,7 +32,7 @@ from chaos.run.judge import judge_checks
 from chaos.run.plugins import build_fault, build_trigger
 from chaos.run.progress import Progress
 from chaos.run.rundir import LineTail, new_run_dir, stamp, tail_text
-from chaos.registry import TARGETS
+from chaos.registry import CHECKS, TARGETS
 from chaos.runtime.safety import stop_run_processes
 from chaos.runtime.shell import Shell
 from chaos.sdk import HOLDS_DIR
@@ -146,7 +146,8 @@ class Runner:
     def run(self) -> RunReport:
         run = self._context()
         self.run_ctx = run
-        self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins")
+        scan = any(getattr(CHECKS.get(c.kind), "scans_values", False) for c in self.exp.checks)
+        self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins", scan_values=scan)
         # Held until the report is written, not only through the reverts: an interrupt that lands while
         # the checks run or journal.json is written must not cut the run's record short.
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}

@@ -109,6 +109,9 @@ class RunContext:
     """The run network's subnet, picked once by a netns or docker target."""
     ckpt_mount: Any = None
     """The size-limited checkpoint mount the storage faults share (chaos.faults.ckpt_mount.CkptMount)."""
+    instep_dir: Path | None = None
+    """The in-step faults' command folder (chaos.instep.command), set when the run arms one: the ranks then
+    start with the in-step bootstrap on their Python path."""
 
     @property
     def events_dir(self) -> Path:

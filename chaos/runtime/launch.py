@@ -8,9 +8,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import chaos
+from chaos.instep.command import DIR_ENV as INSTEP_DIR_ENV
 from chaos.runtime.context import RunContext
 
 PACKAGE_ROOT = Path(chaos.__file__).resolve().parent.parent
+INSTEP_BOOTSTRAP = Path(chaos.__file__).resolve().parent / "instep" / "bootstrap"
 """The folder that holds the chaos package (the repository, for a checkout): on the ranks' PYTHONPATH and
 bound into containers, so a node imports the same chaos as the harness (and a checkout's tests/ and
 workloads/ are there too)."""
@@ -117,6 +119,11 @@ def workload_env(run: RunContext, node: str) -> dict[str, str]:
     env = dict(os.environ)
     # Make `chaos.sdk` importable by the workload even from a plain checkout.
     env["PYTHONPATH"] = os.pathsep.join(p for p in [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")] if p)
+    if run.instep_dir is not None:
+        # In-step faults act inside the ranks: a sitecustomize that loads chaos.instep.rank once torch's
+        # optimizers are imported. Only runs that arm one get it.
+        env["PYTHONPATH"] = os.pathsep.join([str(INSTEP_BOOTSTRAP), env["PYTHONPATH"]])
+        env[INSTEP_DIR_ENV] = str(run.instep_dir.resolve())
     env.update({
         # Absolute: a workload with its own working directory (workload.cwd) must still find them.
         "CHAOS_RUN_DIR": str(run.run_dir.resolve()),

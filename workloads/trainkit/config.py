@@ -103,6 +103,9 @@ class TrainConfig:
     link_factor: float = 3.0
     """How many times its peers' probe time a link must take, in two windows of 3 probes in a row, to be named."""
 
+    nonfinite: str = "off"
+    """What to do about a step whose loss or gradients are not finite (NaN, Inf) on any rank: off (train on, as a stack without a guard does), restart (name it in a health event and exit, so torchrun restarts from the last checkpoint)."""
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written right below each dataclass field, by field name."""

@@ -25,6 +25,7 @@ from .config import TrainConfig
 from .data import GlobalCursorSampler, SyntheticDataset
 from .dist import DistEnv, GroupComm, destroy_distributed, init_distributed
 from .formats import AppState, DdpFormat
+from .guard import NonFiniteGuard
 from .model import build_model
 from .rng import seed_rank
 from . import startup
@@ -138,6 +139,8 @@ class Trainer:
                              factor=cfg.link_factor) if cfg.link_probe_every > 0 else None)
         # Own time: the part of a step outside collectives (the backward's gradient all-reduce and the
         # step's all-reduce below). A straggler's grows; its peers spend the difference waiting.
+        guard = NonFiniteGuard(cfg.nonfinite, env.rank, env.local_rank, env.world_size)
+        params = [p for p in self.model.parameters() if p.requires_grad]
         mark = time.monotonic()
         while self.step < cfg.steps:
             batch = self.sampler.next_batch(env.rank, env.world_size)
@@ -155,6 +158,8 @@ class Trainer:
             before_backward = time.monotonic()
             (loss_sum * (env.world_size / batch.global_size)).backward()
             after_backward = time.monotonic()
+            if guard.on:
+                guard.check(self.step + 1, loss_sum, params)
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()

@@ -302,6 +302,92 @@ def forged_witness(t: Truth) -> Truth | None:
     return m
 
 
+# ---- faults inside the step (issue 34) ----------------------------------------------------------
+
+@operator("no_corrupt_commit", item="34")
+def commit_nonfinite(t: Truth) -> Truth | None:
+    """The witness's scan of one committed checkpoint found NaNs (a stack that saved a poisoned state)."""
+    m = _copy(t)
+    look = _looks(m, "ckpt_commit")[-1]
+    look["values"] = {**look["values"], "nonfinite": 7, "bad": ["state.pt.model.w (7 of 100)"]}
+    return m
+
+
+@operator("no_corrupt_commit", item="34")
+def commit_unscanned(t: Truth) -> Truth | None:
+    """One committed checkpoint was looked at but its tensors were never scanned (no values in the look)."""
+    m = _copy(t)
+    _looks(m, "ckpt_commit")[0].pop("values")
+    return m
+
+
+@operator("no_corrupt_commit", item="34")
+def commit_partly_scanned(t: Truth) -> Truth | None:
+    """One committed checkpoint holds a file the scan could not load: its numbers are unknown, not finite."""
+    m = _copy(t)
+    look = _looks(m, "ckpt_commit")[0]
+    look["values"] = {**look["values"], "unscanned": ["optim.pt (UnpicklingError: unsupported global)"]}
+    return m
+
+
+@operator("no_corrupt_commit", item="34")
+def commit_never_witnessed(t: Truth) -> Truth | None:
+    """The witness never looked at the last committed checkpoint (its ckpt_verify is missing)."""
+    m = _copy(t)
+    _drop(m, [_looks(m, "ckpt_commit")[-1]])
+    return m
+
+
+@operator("no_corrupt_commit", item="34")
+def forged_clean_scan(t: Truth) -> Truth | None:
+    """A poisoned commit, and a rank writes its own ckpt_verify (source: harness) saying the scan was clean."""
+    m = _copy(t)
+    look = _looks(m, "ckpt_commit")[-1]
+    look["values"] = {**look["values"], "nonfinite": 3, "bad": ["w (3 of 100)"]}
+    m.records.append(dict(look, values=dict(look["values"], nonfinite=0, bad=[]), t=look["t"] + 0.01, pid=4000,
+                          forged=True, rank=0, attempt="0.0"))
+    return m
+
+
+@operator("rolled_back", "no_corrupt_commit", "matches_golden", item="34")
+def nan_trained_on(t: Truth) -> Truth | None:
+    """No guard: the NaN went into the update, the job trained on to the end and committed poisoned checkpoints."""
+    if t.params.scenario != "nan":
+        return None
+    return _replay(t, guard_lag=None)
+
+
+@operator("rolled_back", "no_corrupt_commit", "matches_golden", item="34")
+def nan_resumed_from_poisoned(t: Truth) -> Truth | None:
+    """The guard fired late: a checkpoint saved after the NaN was committed, and the restart resumed from it."""
+    p = t.params
+    if p.scenario != "nan" or p.fault_at + p.ckpt_every > p.steps:
+        return None
+    m = _replay(t, guard_lag=p.ckpt_every)
+    return m if m.resumed_from > p.fault_at else None
+
+
+@operator("rolled_back", item="34")
+def nan_landing_unreported(t: Truth) -> Truth | None:
+    """No rank reported where the fault acted (no instep event): the landing is unknown."""
+    if t.params.scenario != "nan":
+        return None
+    m = _copy(t)
+    _drop(m, _of(m, "instep"))
+    return m
+
+
+@operator("rolled_back", item="34")
+def nan_landing_claimed_late(t: Truth) -> Truth | None:
+    """A rank claims the fault acted in the last step, long after it was armed (so nothing would look tainted)."""
+    if t.params.scenario != "nan":
+        return None
+    m = _copy(t)
+    for r in _of(m, "instep"):
+        r["step"] = t.params.steps + 1
+    return m
+
+
 # ---- the history itself -------------------------------------------------------------------------
 
 @operator("exactly_once", "replicas_agree", PROTOCOL, item="32.16")
@@ -539,6 +625,7 @@ def judged(params: Params) -> dict[str, dict[str, Any]]:
 
 
 SAMPLES = (Params(), Params(scenario="corrupt", fault_at=9), Params(scenario="hang", fault_at=9),
+           Params(scenario="nan", fault_at=5), Params(scenario="nan", steps=13, ckpt_every=3, fault_at=7, world=3),
            Params(scenario="resize"), Params(world=3, dataset=30, steps=10, ckpt_every=3, fault_at=7, seed=4),
            Params(steps=12, ckpt_every=4, fault_at=12), Params(epoch_base=1, fault_at=5))
 """Fixed truths the printed matrix is computed over (the property tests draw many more)."""

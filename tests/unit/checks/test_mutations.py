@@ -44,7 +44,7 @@ def jobs(draw: st.DrawFn, scenario: str | None = None) -> Params:
     steps = draw(st.integers(6, 16))
     ckpt_every = draw(st.integers(2, steps // 3 if scenario == "corrupt" else steps // 2))
     first = 2 * ckpt_every if scenario == "corrupt" else ckpt_every
-    fault_at = draw(st.integers(first, steps))
+    fault_at = draw(st.integers(first, steps - 1 if scenario == "nan" else steps))
     return Params(scenario=scenario, world=world, dataset=dataset, batch=batch, steps=steps, ckpt_every=ckpt_every,
                   fault_at=fault_at, seed=draw(st.integers(0, 50)), epoch_base=draw(st.integers(0, 1)))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import tempfile
@@ -28,7 +29,10 @@ from chaos.evidence.events import HARNESS_LOG, History
 from chaos.evidence.outcome import FaultRecord, RunOutcome
 from chaos.evidence.recovery import compute_recovery
 
-SCENARIOS = ("kill", "corrupt", "hang", "resize")
+SCENARIOS = ("kill", "corrupt", "hang", "resize", "nan")
+CLEAN = {"tensors": 6, "values": 600, "nonfinite": 0, "bad": [], "unscanned": []}
+"""The witness's scan of a checkpoint with only finite values (chaos.checkpoint.values)."""
+POISONED = {"tensors": 6, "values": 600, "nonfinite": 600, "bad": ["state.pt.model.w (100 of 100)"], "unscanned": []}
 
 
 @dataclass(frozen=True)
@@ -160,18 +164,23 @@ AUTO = "auto"
 
 
 def play(params: Params, *, resume_step: int | None = None, resume_path: str | None = AUTO, reject: bool = True,
-         cursor_shift: int = 0, step_shift: int = 0) -> Truth:
+         cursor_shift: int = 0, step_shift: int = 0, guard_lag: int | None = 0) -> Truth:
     """The job as it ran: one attempt to the fault, the restart from the newest good checkpoint, the end.
 
     The keywords replay a broken restart instead (a mutation's ground truth): ``resume_step`` loads
     another step than the newest good one (``resume_path`` None: a load that names no path);
     ``reject`` False passes over a corrupted checkpoint without saying so; ``cursor_shift`` starts
     the data cursor that many global batches off (positive skips, negative repeats); ``step_shift``
-    numbers the restart's steps that much higher."""
+    numbers the restart's steps that much higher. In the ``nan`` scenario the fault acts in the step after
+    ``fault_at`` on the last rank and a guard stops the attempt; ``guard_lag`` trains that many poisoned
+    steps first (committing poisoned checkpoints on the way), None: no guard, the job trains on to the end."""
     p = params
     w = _Writer()
     args = {"steps": p.steps, "ckpt_every": p.ckpt_every, "seed": p.seed}
     assert p.ckpt_every <= p.fault_at <= p.steps, "the fault lands after the first commit"
+    assert p.scenario != "nan" or p.fault_at < p.steps, "an in-step fault acts in the step after fault_at"
+    poisoned_from: list[int] = []
+    """The step from which the nan scenario's state is poisoned (once the fault acted)."""
     world_after = p.world + 1 if p.scenario == "resize" else p.world
     w.harness("launch", launch=0, target="local")
     committed: dict[int, dict[str, Any]] = {}
@@ -192,8 +201,10 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
 
     def look(attempt: str, seen: str, path: str, step: int, ok: bool = True) -> None:
         event = [r for r in w.records if r["ev"] == seen and r.get("path") == path and r["attempt"] == attempt][0]
+        poisoned = attempt == "0.0" and bool(poisoned_from) and step >= poisoned_from[0]
         w.harness("ckpt_verify", path=path, step=step, seen=seen, attempt=attempt, t_event=event["t"], ok=ok,
-                  gone=False, format="manifest", problems=[] if ok else ["checksum mismatch in shard 0"])
+                  gone=False, format="manifest", problems=[] if ok else ["checksum mismatch in shard 0"],
+                  values=dict(POISONED if poisoned else CLEAN))
 
     def train(attempt: str, world: int, first: int, last: int, batches: list[tuple[int, list[int]]],
               shift: int = 0) -> None:
@@ -224,12 +235,38 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
         resumed_from = max(s for s in committed if s < newest)
     t_fault = w.tick()
     victim = w.pid("0.0", p.world - 1)
-    kind = "hang-rank" if p.scenario == "hang" else "kill-rank"
-    fault = FaultRecord(len(faults), kind, f"{kind}#{len(faults)}", t_fault,
-                        details={"rank": p.world - 1, "pids": [victim], "trigger": f"at_step {p.fault_at}"})
+    kind = {"hang": "hang-rank", "nan": "nan"}.get(p.scenario, "kill-rank")
+    details: dict[str, Any] = {"rank": p.world - 1, "pids": [victim], "trigger": f"at_step {p.fault_at}"}
+    if p.scenario == "nan":
+        details = {"where": "loss", "ranks": [p.world - 1], "steps": 1, "value": math.nan,
+                   "trigger": f"at_step {p.fault_at}"}
+    fault = FaultRecord(len(faults), kind, f"{kind}#{len(faults)}", t_fault, details=details)
     faults.append(fault)
     w.harness("fault_inject", fault=fault.label, kind=kind)
-    if p.scenario == "hang":
+    if p.scenario == "nan":
+        # The rank's in-step runtime acts in the next step; the guard sees the non-finite loss before the
+        # optimizer steps and every rank exits (or, with a lag, only after training poisoned steps).
+        acted = p.fault_at + 1
+        w.rank("instep", "0.0", p.world - 1, p.world, fault=fault.index, kind="nan", where="loss", step=acted)
+        poisoned_from.append(acted)
+        last = p.steps if guard_lag is None else min(p.steps, p.fault_at + guard_lag)
+        if last > p.fault_at:
+            train("0.0", p.world, p.fault_at + 1, last, batches)
+        if guard_lag is None:
+            digest = "poisoned-" + state_digest(p, p.steps, p.world)
+            for rank in range(p.world):
+                w.rank("final", "0.0", rank, p.world, step=p.steps, digest=digest)
+            for rank in range(p.world):
+                w.harness("worker_exit", worker_pid=w.pid("0.0", rank), rank=rank, node="h", attempt="0.0")
+            fault.t_revert = w.t
+            w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
+            return Truth(p, w.records, faults, golden_of(p), args, 0, None)
+        w.rank("health", "0.0", p.world - 1, p.world, source="guard", code="nonfinite", device=p.world - 1,
+               action="restart", step=last + 1)
+        for rank in range(p.world):
+            w.harness("worker_exit", worker_pid=w.pid("0.0", rank), rank=rank, node="h", attempt="0.0")
+        resumed_from = max(s for s in committed if s <= last)
+    elif p.scenario == "hang":
         # The stopped rank stalls the collective; the peers' timeout fires and the agent tears the round down.
         w.tick(4.0)
         w.harness("worker_exit", worker_pid=w.pid("0.0", 0), rank=0, node="h", attempt="0.0")
@@ -250,6 +287,8 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
     train("0.1", world_after, resumed_from + 1, p.steps, [None] * resumed_from + rest,  # type: ignore[list-item]
           shift=step_shift)
     digest = state_digest(p, p.steps, world_after)
+    if poisoned_from and resumed_from >= poisoned_from[0]:
+        digest = "poisoned-" + digest  # resumed from a checkpoint saved after the fault acted: the NaN came along
     for rank in range(world_after):
         w.rank("final", "0.1", rank, world_after, step=p.steps + step_shift, digest=digest)
     for rank in range(world_after):
@@ -292,6 +331,8 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "matches_golden": {},
     "replicas_agree": {},
     "goodput": {"min": 0.05},
+    "no_corrupt_commit": {},
+    "rolled_back": {},
 }
 """The checks a truth must PASS, with the config each is judged under (the rest need other evidence)."""
 
@@ -301,6 +342,8 @@ def checks_for(p: Params) -> dict[str, dict[str, Any]]:
     out = dict(CONFIGS)
     if p.scenario != "hang":
         out.pop("detection")
+    if p.scenario != "nan":
+        out.pop("rolled_back")  # judges in-step faults only
     if p.scenario == "resize":  # digests cannot match: the experiment opts into the final-loss standard
         out["matches_golden"] = {"world_size_change": "final_loss"}
     return out

@@ -1,0 +1,81 @@
+"""What a checkpoint's numbers are: every tensor it holds loaded and scanned for non-finite values.
+
+Checksums prove that bytes are the bytes that were sealed; they cannot tell a NaN that training wrote
+from a good weight. After a fault inside the step (chaos.instep) a stack may commit a checkpoint whose
+every byte is intact and whose weights are NaN, and a resume from it carries the NaN on. The witness
+(chaos.evidence.witness) scans each committed checkpoint with ``scan`` when a check needs it
+(``no_corrupt_commit``). Tensors are loaded with ``weights_only=True`` (nothing a file names is run);
+a file that holds more than tensors and plain containers is named as not scanned, never passed over.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from chaos.checkpoint.findings import DCP_METADATA, TORCH_SUFFIXES
+
+MAX_NAMED = 5
+
+
+def scan(path: str | Path) -> dict[str, Any]:
+    """``{"tensors", "values", "nonfinite", "bad": [first tensors with one], "unscanned": [files not loaded]}``."""
+    import torch
+
+    path = Path(path)
+    out: dict[str, Any] = {"tensors": 0, "values": 0, "nonfinite": 0, "bad": [], "unscanned": []}
+
+    def visit(name: str, obj: Any) -> None:
+        if isinstance(obj, torch.Tensor):
+            out["tensors"] += 1
+            out["values"] += obj.numel()
+            if obj.is_floating_point() or obj.is_complex():
+                count = int((~torch.isfinite(obj.detach())).sum())
+                if count:
+                    out["nonfinite"] += count
+                    if len(out["bad"]) < MAX_NAMED:
+                        out["bad"].append(f"{name} ({count} of {obj.numel()})")
+        elif isinstance(obj, dict):
+            for key, value in obj.items():
+                visit(f"{name}.{key}" if name else str(key), value)
+        elif isinstance(obj, (list, tuple)):
+            for i, value in enumerate(obj):
+                visit(f"{name}[{i}]", value)
+
+    if path.is_dir() and (path / DCP_METADATA).exists():
+        state = _dcp_state(path)
+        if state is None:
+            out["unscanned"].append(f"{path.name} (DCP state could not be loaded)")
+        else:
+            visit("", state)
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file()
+                                                  and p.name.endswith(TORCH_SUFFIXES + (".safetensors",)))
+    for file in files:
+        rel = file.name if file == path else str(file.relative_to(path))
+        try:
+            if file.name.endswith(".safetensors"):
+                from safetensors.torch import load_file
+
+                state = load_file(str(file))
+            else:
+                state = torch.load(file, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as exc:  # objects beyond tensors, a torn file: named, never counted as finite
+            out["unscanned"].append(f"{rel} ({type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''})")
+            continue
+        visit(rel, state)
+    if not files and not (path.is_dir() and (path / DCP_METADATA).exists()):
+        out["unscanned"].append(f"{path.name} (no tensor file found)")
+    return out
+
+
+def _dcp_state(path: Path) -> dict[str, Any] | None:
+    import warnings
+
+    try:
+        from torch.distributed.checkpoint.state_dict_loader import _load_state_dict_from_keys
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            return _load_state_dict_from_keys(checkpoint_id=str(path))
+    except BaseException:  # CheckpointException derives from BaseException
+        return None

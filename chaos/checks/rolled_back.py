@@ -1,0 +1,106 @@
+"""``rolled_back``: after a transient in-step fault (a NaN, a flipped bit), nothing computed after it survives.
+
+A NaN or a silent corruption poisons every step computed after it, and every checkpoint saved from
+them. A stack that recovers properly goes back to a checkpoint committed before the fault and trains
+the steps again. So the final lineage (the chain of checkpoint loads from step 0 to the end,
+chaos.evidence.lineage) must hold no step that the attempt the fault struck computed at or after the
+step it struck, and must reach past that step: the job trained on, from before the fault.
+
+Where the fault struck comes from the ranks' own ``instep`` events (chaos.instep.rank writes one per
+application, with the step being computed). They are held to the harness's own record of when it
+armed the fault: an in-step fault acts within two steps of being armed (it is picked up at the next
+step boundary), so a landing reported later than that is a contradiction, never a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.lineage import LineageError, LineageUnproven
+from chaos.registry import FAULTS
+
+PICKUP_STEPS = 2
+"""At most how many steps after the highest step reported when it was armed an in-step fault acts."""
+
+
+def in_step_faults(outcome: RunOutcome) -> list[FaultRecord]:
+    """The run's injected faults that act inside the step (``Fault.in_step``)."""
+    return [f for f in outcome.injected_faults if getattr(FAULTS.get(f.kind), "in_step", False)]
+
+
+def landings(outcome: RunOutcome, fault: FaultRecord) -> list[Any]:
+    """The ``instep`` records of ``fault``: each rank's report of acting on it, oldest first."""
+    return sorted((r for r in outcome.history.of("instep") if r.get("fault") == fault.index
+                   and isinstance(r.get("step"), int) and r.get("t", 0.0) >= fault.t_inject),  # type: ignore[operator]
+                  key=lambda r: r.get("t", 0.0))
+
+
+class RolledBack(Check, kind="rolled_back"):
+    """Nothing computed after a transient in-step fault survives: the job went back to a checkpoint committed before it and trained on."""
+
+    Config = CheckConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        faults = in_step_faults(outcome)
+        transient = [f for f in faults if f.details.get("steps") is not None]
+        if not transient:
+            persistent = [f.label for f in faults]
+            return self.inconclusive(
+                "no transient in-step fault was injected, so there is nothing to roll back"
+                + (f" ({', '.join(persistent)} act on every step until reverted: no rollback can outrun them)"
+                   if persistent else "; add a nan, loss-spike or bitflip fault with steps: 1"))
+        try:
+            lineage = outcome.lineage()
+        except LineageUnproven as exc:
+            return self.inconclusive(f"the lineage cannot be proven: {exc}")
+        except LineageError as exc:
+            return self.failed(f"the lineage cannot be rebuilt: {exc}")
+        kept = [r for _, r in lineage.kept_steps()]
+        figures: dict[str, Any] = {}
+        for fault in transient:
+            problem, figs = self._judge(outcome, fault, kept)
+            figures[fault.label] = figs
+            if problem is not None:
+                return problem(f"{fault.label}: {figs['why']}", **figures)
+        return self.passed("; ".join(f"{label}: {figs['why']}" for label, figs in figures.items()), **figures)
+
+    def _judge(self, outcome: RunOutcome, fault: FaultRecord, kept: list[Any]) -> tuple[Any, dict[str, Any]]:
+        acts = landings(outcome, fault)
+        if not acts:
+            return self.inconclusive, {"why": "no rank reported acting on it (no instep event): the fault may never "
+                                              "have reached the step (was the in-step bootstrap on the ranks' path? "
+                                              "see the journal's diagnostics)"}
+        first = acts[0]
+        attempt, step = str(first.get("attempt")), int(first["step"])
+        armed_at = max((int(r["step"]) for r in outcome.history.of("step", attempt=attempt)
+                        if r.get("t", 0.0) <= fault.t_inject), default=0)  # type: ignore[operator]
+        figs: dict[str, Any] = {"attempt": attempt, "acted_step": step, "armed_at_step": armed_at,
+                                "ranks": sorted({r.get("rank") for r in acts}, key=str)}
+        if step > armed_at + PICKUP_STEPS:
+            figs["why"] = (f"rank {first.get('rank')} reports acting in step {step}, but attempt {attempt} was at step "
+                           f"{armed_at} when the harness armed it; an in-step fault acts within {PICKUP_STEPS} steps, "
+                           f"so the landing is contradicted, not proven")
+            return self.failed, figs
+        tainted = sorted({int(r.step) for r in kept for a in acts
+                          if str(r.attempt) == str(a.get("attempt")) and int(r.step) >= int(a["step"])})
+        if tainted:
+            figs["tainted_steps"] = tainted
+            figs["why"] = (f"steps {_span(tainted)} of attempt {attempt}, computed at or after the fault acted in step "
+                           f"{step}, are in the final lineage: the job trained on (or resumed from) state the fault "
+                           f"had corrupted")
+            return self.failed, figs
+        later = [r for r in kept if int(r.step) >= step]
+        if not later:
+            figs["why"] = (f"the final lineage ends before step {step}, where the fault acted: the job did not train "
+                           f"past it")
+            return self.failed, figs
+        resumed = sorted({str(r.attempt) for r in later})
+        figs["resumed_in"] = resumed
+        figs["why"] = (f"acted in step {step} of attempt {attempt}; no step computed after it survives, and attempt(s) "
+                       f"{', '.join(resumed)} trained steps {step}-{max(int(r.step) for r in later)} again from before it")
+        return None, figs
+
+
+def _span(steps: list[int]) -> str:
+    return f"{steps[0]}-{steps[-1]}" if len(steps) > 1 else str(steps[0])

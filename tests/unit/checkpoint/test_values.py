@@ -1,0 +1,37 @@
+"""The value scan: every tensor of a checkpoint loaded (weights_only) and its non-finite values counted."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+from chaos.checkpoint.values import scan
+
+
+class Custom:
+    """Not a tensor: a weights_only load refuses it."""
+
+
+def test_a_nan_is_counted_and_named_wherever_it_sits(tmp_path: Path) -> None:
+    step = tmp_path / "step_000020"
+    step.mkdir()
+    weight = torch.ones(4, 4)
+    weight[1, 2] = math.nan
+    torch.save({"model": {"w": weight, "b": torch.zeros(4)}, "optim": {"state": {0: {"exp_avg": torch.full((4,), math.inf)}}},
+                "step": 20}, step / "state.pt")
+    torch.save({"rng": torch.zeros(8, dtype=torch.uint8)}, step / "rng_rank0.pt")
+    out = scan(step)
+    assert out["nonfinite"] == 5 and out["tensors"] == 4 and not out["unscanned"]
+    assert out["bad"] == ["state.pt.model.w (1 of 16)", "state.pt.optim.state.0.exp_avg (4 of 4)"]
+
+
+def test_a_clean_file_scans_clean_and_an_unloadable_one_is_named(tmp_path: Path) -> None:
+    torch.save({"w": torch.randn(3)}, tmp_path / "clean.pt")
+    assert scan(tmp_path / "clean.pt") == {"tensors": 1, "values": 3, "nonfinite": 0, "bad": [], "unscanned": []}
+    torch.save({"obj": Custom()}, tmp_path / "objects.pt")
+    out = scan(tmp_path / "objects.pt")
+    assert out["unscanned"] and out["unscanned"][0].startswith("objects.pt (")
+    (tmp_path / "empty").mkdir()
+    assert scan(tmp_path / "empty")["unscanned"] == ["empty (no tensor file found)"]
