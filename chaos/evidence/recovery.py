@@ -236,6 +236,11 @@ def _landing(history: History, fault: FaultRecord, attempt: str, t0: float, figu
     figures["evidence"]["durable_step"] = why
     # A fault inside the step (chaos.instep) acts in a step of its own, which the ranks it acted on report.
     acts = [r for r in history.of("instep") if r.get("fault") == fault.index and isinstance(r.get("step"), int)]
+    # A host OOM: the kernel's own count of kills in the memory cgroup the fault put the rank in.
+    kills = [r for r in history.of("oom_kill") if r.get("fault") == fault.label and isinstance(r.get("oom_kills"), int)]
+    if kills:
+        figures["oom_kills"] = kills[-1]["oom_kills"]
+        figures["evidence"]["oom_kills"] = f"oom_kill counter of {kills[-1].get('cgroup')}"
     if acts:
         figures["acted_step"] = min(int(r["step"]) for r in acts)
         figures["evidence"]["acted_step"] = (f"instep event of rank(s) "
@@ -282,6 +287,10 @@ def describe_landing(label: str, recovery: dict[str, Any]) -> str | None:
         text += f" (trigger asked {asked}{off})"
     if recovery.get("acted_step") is not None:
         text += f"; acted inside step {recovery['acted_step']}"
+    if recovery.get("oom_kills") is not None:
+        kills = recovery["oom_kills"]
+        text += (f"; the kernel's OOM killer ended it ({kills} kill(s) counted by its memory cgroup)" if kills
+                 else "; its memory cgroup counted no OOM kill")
     durable, since = recovery.get("durable_step"), recovery.get("steps_since_ckpt")
     if since is not None:
         text += f"; {since} step(s) past the newest durable checkpoint (step {durable})"

@@ -17,6 +17,8 @@ from typing import Any
 
 DIR_ENV = "CHAOS_INSTEP_DIR"
 """Set on the ranks only when the run arms an in-step fault: the command folder."""
+COMM_ENV = "CHAOS_INSTEP_COMM"
+"""Set on the ranks when the run arms a collective-error: every DDP model registers chaos.instep.comm's hook."""
 APPLIED = "applied"
 
 

@@ -16,7 +16,10 @@ What each ``where`` does, on the ranks the command names:
   (a NaN on one rank poisons every rank through the average);
 - ``param``, ``optimizer_state``: one element of the chosen tensor, written between two steps;
 - ``grad_local``: one element of a gradient after the all-reduce, on this rank only (the optimizer's input);
-- ``forward``: the outermost forward raises (an out-of-memory error, as CUDA's allocator raises it).
+- ``forward``: the outermost forward raises (an out-of-memory error, as CUDA's allocator raises it);
+- ``allocate``: the outermost forward allocates host memory (under the memory limit the harness set,
+  the kernel's OOM killer ends the rank);
+- ``allreduce``: DDP's gradient all-reduce fails or never completes on this rank (chaos.instep.comm).
 """
 
 from __future__ import annotations
@@ -74,6 +77,9 @@ class Runtime:
         self._handles = [register_optimizer_step_post_hook(self._after_optimizer)]
         self._pre_hook: Any = None
         sdk.after_step(self._after_reported_step)
+        from chaos.instep.comm import patch_ddp
+
+        patch_ddp(self)
 
     def uninstall(self) -> None:
         """Remove every hook (tests; a process keeps its runtime for life)."""
@@ -130,7 +136,7 @@ class Runtime:
         self.armed[cmd.index] = cmd
         if cmd.where == "grad_local" and self._pre_hook is None:
             self._pre_hook = self._register_pre(self._before_optimizer)
-        if cmd.where in ("loss", "forward") and not self._forward_hooks:
+        if cmd.where in FORWARD and not self._forward_hooks:
             from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 
             self._forward_hooks = [register_module_forward_pre_hook(self._before_forward),
@@ -147,12 +153,19 @@ class Runtime:
         if self._pre_hook is not None and not any(c.where == "grad_local" for c in self.armed.values()):
             self._stale.append(self._pre_hook)
             self._pre_hook = None
-        if not any(c.where in ("loss", "forward") for c in self.armed.values()):
+        if not any(c.where in FORWARD for c in self.armed.values()):
             for handle in self._forward_hooks:
                 handle.remove()
             self._forward_hooks = []
 
     # ---- acting ------------------------------------------------------------------------------
+
+    def comm_fault(self) -> Command | None:
+        """The collective-error armed for this rank, if any (chaos.instep.comm's hook asks per bucket)."""
+        return next((c for c in self.armed.values() if c.where == "allreduce"), None)
+
+    def landed(self, cmd: Command, **extra: Any) -> None:
+        self._landed(cmd, **extra)
 
     def _landed(self, cmd: Command, **extra: Any) -> None:
         """One application: counted at once (a rank that dies of it, or exits on detecting it, has used it up,
@@ -172,6 +185,9 @@ class Runtime:
                 self._depth.n = 0  # the raise skips this forward's post hook
                 self._landed(cmd)
                 raise _oom(cmd.params)
+            if cmd.where == "allocate":
+                self._landed(cmd)
+                _allocate(float(cmd.params.get("gib", 2.0)))
 
     def _after_forward(self, module: torch.nn.Module, args: Any, output: Any) -> Any:
         self._depth.n = max(0, getattr(self._depth, "n", 1) - 1)
@@ -232,6 +248,17 @@ class Runtime:
                 if torch.is_tensor(value):
                     return value
         return None
+
+
+FORWARD = ("loss", "forward", "allocate")
+"""Faults that act in the outermost forward (the forward hooks are installed only while one is armed)."""
+
+
+def _allocate(gib: float) -> None:
+    """Allocate and touch ``gib`` of host memory (under a memory limit, the kernel's OOM killer ends the process
+    here), then let it go (without a limit, the step goes on)."""
+    block = torch.ones(int(gib * 2**30) // 4, dtype=torch.float32)
+    del block
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:

@@ -340,3 +340,40 @@ class RestoreIfUnchanged(Undo):
     def describe(self) -> str:
         return (f"cp -p {shlex.quote(self.backup)} {shlex.quote(self.path)}  "
                 f"# only if {self.path} is still the run's corrupted version")
+
+
+@dataclass
+class RemoveCgroup(Undo):
+    """Remove a cgroup the run made (chaos.runtime.memcg): what is left in it goes back to its parent first."""
+
+    op: ClassVar[str] = "rm_cgroup"
+    path: str = ""
+
+    def run(self, shell: Shell) -> None:
+        p = Path(self.path)
+        if not p.is_dir():
+            return
+        try:
+            pids = (p / "cgroup.procs").read_text().split()
+        except OSError:
+            pids = []
+        for pid in pids:
+            try:
+                (p.parent / "cgroup.procs").write_text(pid)
+            except OSError:
+                pass  # gone meanwhile
+        p.rmdir()
+
+    def describe(self) -> str:
+        return (f"for p in $(cat {shlex.quote(self.path)}/cgroup.procs); do echo $p > "
+                f"{shlex.quote(str(Path(self.path).parent))}/cgroup.procs; done; rmdir {shlex.quote(self.path)}")
+
+    def refusal(self, scope: Scope) -> str | None:
+        p = Path(self.path)
+        if not (p.is_absolute() and p.is_relative_to("/sys/fs/cgroup") and p.name.startswith("chaos-")
+                and ".." not in p.parts):
+            return f"refusing to remove cgroup {self.path}: not a chaos-* cgroup under /sys/fs/cgroup"
+        return None
+
+    def leftover(self, shell: Shell) -> str | None:
+        return f"cgroup {self.path} still exists; undo: {self.describe()}" if os.path.isdir(self.path) else None

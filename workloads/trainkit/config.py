@@ -103,6 +103,9 @@ class TrainConfig:
     link_factor: float = 3.0
     """How many times its peers' probe time a link must take, in two windows of 3 probes in a row, to be named."""
 
+    replica_check_every: int = 0
+    """Every N steps, before the periodic save, compare an exact checksum of every rank's parameters; on disagreement (silent data corruption on a rank) name the rank in a health event and exit, so torchrun restarts from the last checkpoint (0: off; DDP only: FSDP shards hold no replicas)."""
+
     nonfinite: str = "off"
     """What to do about a step whose loss or gradients are not finite (NaN, Inf) on any rank: off (train on, as a stack without a guard does), restart (name it in a health event and exit, so torchrun restarts from the last checkpoint)."""
 

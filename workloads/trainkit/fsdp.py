@@ -22,3 +22,9 @@ class FsdpTrainer(Trainer):
 
     def build_format(self) -> CheckpointFormat:
         return DcpFormat()
+
+    def build_replica_check(self) -> None:
+        if self.cfg.replica_check_every:
+            raise ValueError("--replica-check-every compares replicas, and FSDP shards the parameters: each rank "
+                             "holds its own part, so there are none to compare (use it with the DDP workload)")
+        return None

@@ -26,6 +26,7 @@ from .data import GlobalCursorSampler, SyntheticDataset
 from .dist import DistEnv, GroupComm, destroy_distributed, init_distributed
 from .formats import AppState, DdpFormat
 from .guard import NonFiniteGuard
+from .replicas import ReplicaCheck
 from .model import build_model
 from .rng import seed_rank
 from . import startup
@@ -73,6 +74,13 @@ class Trainer:
             retries=self.cfg.ckpt_retries, retry_wait_s=self.cfg.ckpt_retry_wait_s, async_comm=async_comm,
             write_delay_s=self.cfg.ckpt_write_delay_s, read_delay_s=self.cfg.ckpt_read_delay_s,
         )
+
+    def build_replica_check(self) -> ReplicaCheck | None:
+        env = self.env
+        assert env is not None
+        if not self.cfg.replica_check_every:
+            return None
+        return ReplicaCheck(self.cfg.replica_check_every, env.rank, env.local_rank, env.world_size)
 
     def final_state(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Full (unsharded) model and optimizer state, keyed by parameter name, for the digest."""
@@ -140,6 +148,7 @@ class Trainer:
         # Own time: the part of a step outside collectives (the backward's gradient all-reduce and the
         # step's all-reduce below). A straggler's grows; its peers spend the difference waiting.
         guard = NonFiniteGuard(cfg.nonfinite, env.rank, env.local_rank, env.world_size)
+        replicas = self.build_replica_check()
         params = [p for p in self.model.parameters() if p.requires_grad]
         mark = time.monotonic()
         while self.step < cfg.steps:
@@ -188,6 +197,9 @@ class Trainer:
                 self.on_slow_link(slow_link, links)
             if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
+            # Before any save: a corrupted replica must never be committed.
+            if replicas is not None and replicas.due(self.step):
+                replicas.check(self.step, params)
             # checkpoint_due() is a collective: every rank agrees to save now when a degrading GPU asks.
             health_due = self.health is not None and self.health.checkpoint_due()
             periodic = bool(cfg.ckpt_every) and self.step % cfg.ckpt_every == 0

@@ -1,0 +1,35 @@
+"""Make DDP's gradient all-reduce fail on one rank, or never complete there (its peers wait in the collective)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from chaos.faults._instep import InStepConfig, InStepFault
+from chaos.instep.command import COMM_ENV, Command
+from chaos.runtime.context import RunContext
+
+
+class CollectiveErrorConfig(InStepConfig):
+    mode: Literal["error", "hang"] = "error"
+    """error: the all-reduce of the rank's first gradient bucket fails (its backward raises; a stack should
+    stop every rank fast). hang: it never completes on that rank, and its peers wait in the collective
+    until their timeout (the hang that holds a cluster for hours without one)."""
+
+
+class CollectiveError(InStepFault, kind="collective-error"):
+    """Make DDP's gradient all-reduce fail on one rank, or never complete there (its peers wait in the collective).
+
+    Acts through a DDP communication hook that every DistributedDataParallel model built in the run's
+    ranks registers (chaos.instep.comm): DDP only; a model DDP does not wrap reports no landing.
+    """
+
+    Config = CollectiveErrorConfig
+
+    def prepare(self, run: RunContext) -> None:
+        super().prepare(run)
+        run.workload_env[COMM_ENV] = "1"
+
+    def command(self) -> Command:
+        c: CollectiveErrorConfig = self.config  # type: ignore[assignment]
+        return Command(index=self.index, kind=self.kind, where="allreduce", ranks=self._ranks(), steps=c.steps,
+                       params={"mode": c.mode})
