@@ -19,16 +19,28 @@ MAX_NAMED = 5
 
 
 def scan(path: str | Path) -> dict[str, Any]:
-    """``{"tensors", "values", "nonfinite", "bad": [first tensors with one], "unscanned": [files not loaded]}``."""
+    """``{"tensors", "values", "nonfinite", "bad": [first tensors with one], "unscanned": [files not loaded],
+    "digest"}``. ``digest`` is a hash of everything loaded (every tensor's name, dtype, shape and bytes, every
+    plain value), in the order the files hold them: two runs that computed the same state at the same step
+    (a deterministic workload, its fault-free run) have the same digest; a flipped bit anywhere changes it."""
+    import hashlib
+
     import torch
 
     path = Path(path)
     out: dict[str, Any] = {"tensors": 0, "values": 0, "nonfinite": 0, "bad": [], "unscanned": []}
+    h = hashlib.sha256()
 
     def visit(name: str, obj: Any) -> None:
         if isinstance(obj, torch.Tensor):
             out["tensors"] += 1
             out["values"] += obj.numel()
+            t = obj.detach().contiguous()
+            h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+            try:
+                h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+            except (RuntimeError, TypeError):  # a layout with no plain bytes (sparse, quantized): its values
+                h.update(repr(t.tolist()).encode())
             if obj.is_floating_point() or obj.is_complex():
                 count = int((~torch.isfinite(obj.detach())).sum())
                 if count:
@@ -41,6 +53,8 @@ def scan(path: str | Path) -> dict[str, Any]:
         elif isinstance(obj, (list, tuple)):
             for i, value in enumerate(obj):
                 visit(f"{name}[{i}]", value)
+        elif obj is None or isinstance(obj, (bool, int, float, str, bytes)):
+            h.update(f"{name}={obj!r}|".encode())
 
     if path.is_dir() and (path / DCP_METADATA).exists():
         state = _dcp_state(path)
@@ -65,6 +79,7 @@ def scan(path: str | Path) -> dict[str, Any]:
         visit(rel, state)
     if not files and not (path.is_dir() and (path / DCP_METADATA).exists()):
         out["unscanned"].append(f"{path.name} (no tensor file found)")
+    out["digest"] = h.hexdigest()[:32]
     return out
 
 

@@ -13,13 +13,25 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome, norm_path
+from chaos.errors import ChaosError
+
+
+class NoCorruptCommitConfig(CheckConfig):
+    golden_digests: bool = False
+    """Also compare each committed checkpoint with the fault-free run's at the same step (its digest over every
+    tensor and value): catches a flipped bit that is finite and plausible. Only for a workload whose training is
+    deterministic, like the reference workloads (a resume replays the same steps bit for bit); any other
+    workload's checkpoints differ from the fault-free run's without any corruption."""
 
 
 class NoCorruptCommit(Check, kind="no_corrupt_commit"):
-    """Every committed checkpoint holds only finite values in its weights and optimizer state, as the harness scanned it at commit."""
+    """Every committed checkpoint holds only finite values in its weights and optimizer state, as the harness scanned it at commit; with golden_digests, each equals the fault-free run's at its step."""
 
-    Config = CheckConfig
+    Config = NoCorruptCommitConfig
     scans_values = True
+
+    def needs_golden(self, outcome: RunOutcome) -> bool:
+        return bool(self.config.golden_digests)  # type: ignore[attr-defined]
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         h = outcome.history
@@ -64,5 +76,44 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
         if missing:
             return self.inconclusive(f"{len(missing)} of {len(commits)} committed checkpoint(s) were not scanned whole: "
                                      f"{'; '.join(missing[:3])}", **figures)
-        return self.passed(f"all {len(commits)} committed checkpoint(s) scanned at commit: {figures['values']} values, "
-                           f"none NaN or Inf", **figures)
+        finite = f"all {len(commits)} committed checkpoint(s) scanned at commit: {figures['values']} values, none NaN or Inf"
+        if not self.config.golden_digests:  # type: ignore[attr-defined]
+            return self.passed(finite, **figures)
+        return self._against_golden(outcome, commits, looks, figures, finite)
+
+    def _against_golden(self, outcome: RunOutcome, commits: dict[tuple[str, str], Any],
+                        looks: dict[tuple[str, str], list[Any]], figures: dict[str, Any], finite: str) -> CheckResult:
+        if outcome.golden is None:
+            return self.inconclusive(f"{finite}; but the run was started without its fault-free run, so there is "
+                                     f"nothing to compare the checkpoints with (golden_digests)", **figures)
+        try:
+            golden = outcome.golden()
+        except ChaosError as exc:
+            return self.inconclusive(f"{finite}; but no fault-free run to compare the checkpoints with: {exc}", **figures)
+        digests = (golden or {}).get("ckpt_digests")
+        if not digests:
+            return self.inconclusive(f"{finite}; but the fault-free run recorded no checkpoint digests to compare "
+                                     f"them with (golden_digests)", **figures)
+        compared, unmatched = [], []
+        for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].get("t", 0.0), kv[0])):
+            step = commit.get("step")
+            want = digests.get(str(step))
+            got_all = [d for look in looks.get(key, []) if (d := (look.get("values") or {}).get("digest"))]
+            if want is None or not got_all:
+                unmatched.append(step)
+                continue
+            for got in got_all:
+                if got != want:
+                    figures["differs"] = {"step": step, "attempt": key[1], "digest": got, "golden": want}
+                    return self.failed(f"the checkpoint committed at step {step} (attempt {key[1]}) differs from the "
+                                       f"fault-free run's at that step (digest {str(got)[:12]} vs {want[:12]}): its "
+                                       f"values are finite, but not the ones training computes: silently corrupted",
+                                       **figures)
+            compared.append(step)
+        figures.update(golden_compared=compared, golden_absent=unmatched)
+        if not compared:
+            return self.inconclusive(f"{finite}; but the fault-free run committed none of their steps "
+                                     f"({', '.join(map(str, unmatched[:5]))}), so none could be compared", **figures)
+        return self.passed(f"{finite}; {len(compared)} of them equal to the fault-free run's at the same step"
+                           + (f" (no fault-free checkpoint at step(s) {', '.join(map(str, unmatched[:5]))})"
+                              if unmatched else ""), **figures)

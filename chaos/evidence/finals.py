@@ -55,7 +55,19 @@ def _loss_at(steps: list[Any], step: int) -> tuple[float | None, str | None]:
 def summarize_golden(history: Any) -> dict[str, Any]:
     """The fault-free run's summary: its finals, and the order it consumed the dataset in (for exactly_once)."""
     return {**summarize_finals(history), "dataset_size": history.dataset_size(),
-            "epoch_samples": epoch_samples(history)}
+            "epoch_samples": epoch_samples(history), "ckpt_digests": checkpoint_digests(history)}
+
+
+def checkpoint_digests(history: Any) -> dict[str, str]:
+    """Step -> digest of each checkpoint the run committed, as the witness scanned it whole at commit
+    (chaos.checkpoint.values): what a deterministic run's checkpoint at that step must equal."""
+    out: dict[str, str] = {}
+    for r in history.of("ckpt_verify"):
+        values = r.get("values")
+        if r.get("seen") == "ckpt_commit" and isinstance(values, dict) and values.get("digest") \
+                and not values.get("unscanned") and isinstance(r.get("step"), int):
+            out.setdefault(str(r["step"]), str(values["digest"]))
+    return out
 
 
 def epoch_samples(history: Any) -> dict[str, list[list[int]]] | None:

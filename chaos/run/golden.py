@@ -15,9 +15,9 @@ from chaos.spec.experiment import Experiment
 from chaos.evidence.finals import summarize_golden
 from chaos.sdk import DIGEST_VERSION
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 """Part of the cache file's name: a summary cached before the shape last changed (v2 added the
-per-epoch sample order) is not read, the golden run is redone once instead. A cached summary is
+per-epoch sample order, v3 each committed checkpoint's digest) is not read, the golden run is redone once instead. A cached summary is
 read only if its ``digest_version`` is the SDK's ``DIGEST_VERSION`` too (a change of the digest
 scheme changes every digest of the same state): one without it, or with another, is run again."""
 
@@ -80,7 +80,9 @@ class Golden:
         # A game day's golden run keeps the day's stop rules (no progress for too long ends it), as the run does.
         rules = {"stop_rule": StopRules(exp.gameday.stop)} if exp.gameday is not None else {}
         # Never gated (a baseline leaves golden runs out): no host-speed probe.
-        report = Runner(exp, runs_root=self.runs_root, probe_host=False, **rules).run()
+        # Every commit scanned (chaos.checkpoint.values): its digest per step is what no_corrupt_commit compares
+        # a deterministic run's checkpoints with.
+        report = Runner(exp, runs_root=self.runs_root, probe_host=False, scan_values=True, **rules).run()
         o = report.outcome
         if o.exit_code != 0 or not o.history.finals():
             raise HarnessError(

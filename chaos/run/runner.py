@@ -74,7 +74,7 @@ class Runner:
                  clock: Clock = SYSTEM,
                  on_poll: Callable[[LiveState], None] | None = None,
                  stop_rule: Callable[[float, int, int], str | None] | None = None,
-                 independent_faults: bool = False, probe_host: bool = True) -> None:
+                 independent_faults: bool = False, probe_host: bool = True, scan_values: bool | None = None) -> None:
         self.exp = experiment
         self.on_poll = on_poll
         self.stop_rule = stop_rule
@@ -84,6 +84,8 @@ class Runner:
         """Each fault's recovery ends where the next one strikes (a game day's independent draws)."""
         self.probe_host = probe_host
         """Measure the host's speed around the run for the baseline gate (a golden run, never gated, does not)."""
+        self.scan_values = scan_values
+        """Scan every committed checkpoint's tensors (chaos.checkpoint.values); None: when a check needs it."""
         self.runs_root = Path(runs_root)
         self.dry_run = dry_run
         self.golden = golden
@@ -146,7 +148,8 @@ class Runner:
     def run(self) -> RunReport:
         run = self._context()
         self.run_ctx = run
-        scan = any(getattr(CHECKS.get(c.kind), "scans_values", False) for c in self.exp.checks)
+        scan = self.scan_values if self.scan_values is not None else \
+            any(getattr(CHECKS.get(c.kind), "scans_values", False) for c in self.exp.checks)
         self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins", scan_values=scan)
         # Held until the report is written, not only through the reverts: an interrupt that lands while
         # the checks run or journal.json is written must not cut the run's record short.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chaos.run.runner import Runner
+from chaos.run.session import run_experiment
 from chaos.spec.load import load_experiment
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,7 +34,7 @@ def run(tmp_path: Path, fault: str, checks: str, args: str = "") -> dict[str, ob
         checks: {checks}
         timeout_s: 150
         """))
-    report = Runner(load_experiment(path), runs_root=tmp_path / "runs").run()
+    report = run_experiment(load_experiment(path), tmp_path / "runs")  # with its fault-free run, as chaos run has
     assert report.exit_code == 1, [(c.kind, c.verdict, c.reason) for c in report.checks]
     return {c.kind: c for c in report.checks}
 
@@ -52,7 +52,12 @@ def test_without_a_guard_a_nan_trains_on_and_is_committed(tmp_path: Path) -> Non
 def test_a_low_bit_flip_stays_finite_passes_the_guard_and_the_replicas_diverge(tmp_path: Path) -> None:
     checks = run(tmp_path, "{kind: bitflip, rank: 1, where: param, bit: 12, tensor: 0, element: 0, "
                            "trigger: {at_step: 12}}",
-                 "[completes, rolled_back, replicas_agree, no_corrupt_commit]", args=", nonfinite: restart")
-    assert checks["completes"].verdict == "pass" and checks["no_corrupt_commit"].verdict == "pass"
+                 "[completes, rolled_back, replicas_agree, {no_corrupt_commit: {golden_digests: true}}]",
+                 args=", nonfinite: restart")
+    assert checks["completes"].verdict == "pass"
     assert checks["replicas_agree"].verdict == "fail" and "2 different digests" in checks["replicas_agree"].reason
+    # Every value finite, so only the fault-free run's checkpoint at the same step shows the corruption.
+    corrupt = checks["no_corrupt_commit"]
+    assert corrupt.verdict == "fail", corrupt.reason
+    assert "step 20" in corrupt.reason and "differs from the fault-free run's" in corrupt.reason
     assert checks["rolled_back"].verdict == "fail" and "of attempt 0.0" in checks["rolled_back"].reason

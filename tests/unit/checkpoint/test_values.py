@@ -29,9 +29,27 @@ def test_a_nan_is_counted_and_named_wherever_it_sits(tmp_path: Path) -> None:
 
 def test_a_clean_file_scans_clean_and_an_unloadable_one_is_named(tmp_path: Path) -> None:
     torch.save({"w": torch.randn(3)}, tmp_path / "clean.pt")
-    assert scan(tmp_path / "clean.pt") == {"tensors": 1, "values": 3, "nonfinite": 0, "bad": [], "unscanned": []}
+    out = scan(tmp_path / "clean.pt")
+    assert {k: v for k, v in out.items() if k != "digest"} == {"tensors": 1, "values": 3, "nonfinite": 0, "bad": [],
+                                                              "unscanned": []}
     torch.save({"obj": Custom()}, tmp_path / "objects.pt")
     out = scan(tmp_path / "objects.pt")
     assert out["unscanned"] and out["unscanned"][0].startswith("objects.pt (")
     (tmp_path / "empty").mkdir()
     assert scan(tmp_path / "empty")["unscanned"] == ["empty (no tensor file found)"]
+
+
+def test_the_digest_is_the_state_not_the_file(tmp_path: Path) -> None:
+    """Same state saved twice: one digest. One flipped mantissa bit (finite, plausible) or another step: another."""
+    torch.manual_seed(0)
+    state = {"model": {"w": torch.randn(4, 4)}, "step": 20}
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        torch.save(state, tmp_path / name / "state.pt")
+    assert scan(tmp_path / "a")["digest"] == scan(tmp_path / "b")["digest"]
+    flipped = {"model": {"w": state["model"]["w"].clone()}, "step": 20}
+    flipped["model"]["w"].reshape(-1)[3:4].view(torch.int32).bitwise_xor_(1 << 4)
+    torch.save(flipped, tmp_path / "b" / "state.pt")
+    assert scan(tmp_path / "b")["nonfinite"] == 0 and scan(tmp_path / "a")["digest"] != scan(tmp_path / "b")["digest"]
+    torch.save({**state, "step": 21}, tmp_path / "b" / "state.pt")
+    assert scan(tmp_path / "a")["digest"] != scan(tmp_path / "b")["digest"]

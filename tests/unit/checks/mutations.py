@@ -314,6 +314,18 @@ def commit_nonfinite(t: Truth) -> Truth | None:
 
 
 @operator("no_corrupt_commit", item="34")
+def commit_finite_corruption(t: Truth) -> Truth | None:
+    """A committed checkpoint whose values are all finite but differ from what training computes (a flipped
+    mantissa bit): only the fault-free run's checkpoint at the same step shows it."""
+    if t.params.scenario == "resize":
+        return None  # checkpoints after a world-size change are compared with nothing (golden_digests off)
+    m = _copy(t)
+    look = _looks(m, "ckpt_commit")[-1]
+    look["values"] = {**look["values"], "digest": "flipped-" + look["values"]["digest"]}
+    return m
+
+
+@operator("no_corrupt_commit", item="34")
 def commit_unscanned(t: Truth) -> Truth | None:
     """One committed checkpoint was looked at but its tensors were never scanned (no values in the look)."""
     m = _copy(t)

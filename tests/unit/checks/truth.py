@@ -202,9 +202,11 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
     def look(attempt: str, seen: str, path: str, step: int, ok: bool = True) -> None:
         event = [r for r in w.records if r["ev"] == seen and r.get("path") == path and r["attempt"] == attempt][0]
         poisoned = attempt == "0.0" and bool(poisoned_from) and step >= poisoned_from[0]
+        world = p.world if attempt == "0.0" else world_after
+        digest = ("poisoned-" if poisoned else "") + state_digest(p, step, world)
         w.harness("ckpt_verify", path=path, step=step, seen=seen, attempt=attempt, t_event=event["t"], ok=ok,
                   gone=False, format="manifest", problems=[] if ok else ["checksum mismatch in shard 0"],
-                  values=dict(POISONED if poisoned else CLEAN))
+                  values=dict(POISONED if poisoned else CLEAN, digest=digest))
 
     def train(attempt: str, world: int, first: int, last: int, batches: list[tuple[int, list[int]]],
               shift: int = 0) -> None:
@@ -319,7 +321,8 @@ def golden_of(p: Params) -> dict[str, Any]:
     digest = state_digest(p, p.steps, p.world)
     return {"ranks": {str(r): {"digest": digest, "step": p.steps} for r in range(p.world)}, "world_size": p.world,
             "final_step": p.steps, "final_loss": loss_at(p.steps), "epoch_samples": epoch_samples,
-            "dataset_size": p.dataset, "run_dir": "/golden"}
+            "dataset_size": p.dataset, "run_dir": "/golden",
+            "ckpt_digests": {str(s): state_digest(p, s, p.world) for s in range(p.ckpt_every, p.steps + 1, p.ckpt_every)}}
 
 
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -331,7 +334,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "matches_golden": {},
     "replicas_agree": {},
     "goodput": {"min": 0.05},
-    "no_corrupt_commit": {},
+    "no_corrupt_commit": {"golden_digests": True},
     "rolled_back": {},
 }
 """The checks a truth must PASS, with the config each is judged under (the rest need other evidence)."""
@@ -346,6 +349,7 @@ def checks_for(p: Params) -> dict[str, dict[str, Any]]:
         out.pop("rolled_back")  # judges in-step faults only
     if p.scenario == "resize":  # digests cannot match: the experiment opts into the final-loss standard
         out["matches_golden"] = {"world_size_change": "final_loss"}
+        out["no_corrupt_commit"] = {}  # nor can the checkpoints after the resize
     return out
 
 
