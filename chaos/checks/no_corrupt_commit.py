@@ -35,19 +35,20 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         h = outcome.history
-        # One commit per path and attempt: a path committed again by a later attempt (a resume that saved
-        # the same step) is another checkpoint, and the witness looks at each (chaos.evidence.witness).
-        commits: dict[tuple[str, str], Any] = {}
+        # One commit per path, attempt and step: a path committed again (a later attempt that saved the same
+        # step, a workload that overwrites latest.pt at every save) is another checkpoint, and the witness
+        # looks at each (chaos.evidence.witness); a commit without a look of its own is not scanned.
+        commits: dict[tuple[str, str, str], Any] = {}
         for r in h.of("ckpt_commit"):
             if r.get("source") != "harness" and r.get("path"):
-                commits.setdefault((norm_path(r["path"]), str(r.get("attempt"))), r)
+                commits.setdefault((norm_path(r["path"]), str(r.get("attempt")), str(r.get("step"))), r)
         if not commits:
             return self.inconclusive("the run committed no checkpoint (no ckpt_commit event), so no committed "
                                      "state could be scanned")
-        looks: dict[tuple[str, str], list[Any]] = {}
+        looks: dict[tuple[str, str, str], list[Any]] = {}
         for r in h.of("ckpt_verify"):
             if r.get("seen") == "ckpt_commit":
-                looks.setdefault((norm_path(r.get("path")), str(r.get("attempt"))), []).append(r)
+                looks.setdefault((norm_path(r.get("path")), str(r.get("attempt")), str(r.get("step"))), []).append(r)
         figures: dict[str, Any] = {"committed": len(commits), "scanned": 0, "values": 0}
         missing: list[str] = []
         for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].get("t", 0.0), kv[0])):
@@ -81,8 +82,9 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
             return self.passed(finite, **figures)
         return self._against_golden(outcome, commits, looks, figures, finite)
 
-    def _against_golden(self, outcome: RunOutcome, commits: dict[tuple[str, str], Any],
-                        looks: dict[tuple[str, str], list[Any]], figures: dict[str, Any], finite: str) -> CheckResult:
+    def _against_golden(self, outcome: RunOutcome, commits: dict[tuple[str, str, str], Any],
+                        looks: dict[tuple[str, str, str], list[Any]], figures: dict[str, Any],
+                        finite: str) -> CheckResult:
         if outcome.golden is None:
             return self.inconclusive(f"{finite}; but the run was started without its fault-free run, so there is "
                                      f"nothing to compare the checkpoints with (golden_digests)", **figures)

@@ -82,8 +82,10 @@ class RolledBack(Check, kind="rolled_back"):
                            f"{armed_at} when the harness armed it; an in-step fault acts within {PICKUP_STEPS} steps, "
                            f"so the landing is contradicted, not proven")
             return self.failed, figs
+        # A fault written between two steps reports the step whose checkpoint may already hold it (taints_from,
+        # the step reported before it acted): a resume from that checkpoint carries it on.
         tainted = sorted({int(r.step) for r in kept for a in acts
-                          if str(r.attempt) == str(a.get("attempt")) and int(r.step) >= int(a["step"])})
+                          if str(r.attempt) == str(a.get("attempt")) and int(r.step) >= _taints_from(a)})
         if tainted:
             figs["tainted_steps"] = tainted
             figs["why"] = (f"steps {_span(tainted)} of attempt {attempt}, computed at or after the fault acted in step "
@@ -100,6 +102,14 @@ class RolledBack(Check, kind="rolled_back"):
         figs["why"] = (f"acted in step {step} of attempt {attempt}; no step computed after it survives, and attempt(s) "
                        f"{', '.join(resumed)} trained steps {step}-{max(int(r.step) for r in later)} again from before it")
         return None, figs
+
+
+def _taints_from(act: Any) -> int:
+    """The first step of the struck attempt the fault may be in: its own step, or for one written between two
+    steps, the step before (whose checkpoint was saved after it acted); never later than where it acted."""
+    step = int(act["step"])
+    early = act.get("taints_from")
+    return min(step, int(early)) if isinstance(early, int) and not isinstance(early, bool) else step
 
 
 def _span(steps: list[int]) -> str:

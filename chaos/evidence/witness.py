@@ -110,7 +110,7 @@ class CheckpointWitness:
         self._pin_dir = pin_dir
         self._scan = scan_values
         """Also scan every tensor for non-finite values (chaos.checkpoint.values), for the checks that need it."""
-        self._seen: set[tuple[str, str, str]] = set()
+        self._seen: set[tuple[str, str, str, str]] = set()
         self._child: subprocess.Popen[str] | None = None
         self._reader: threading.Thread | None = None
         self._sent = 0
@@ -121,8 +121,9 @@ class CheckpointWitness:
             ev, path = rec.get("ev"), rec.get("path")
             if ev not in WATCHED or not path or rec.get("source") == "harness":
                 continue
-            # Every rank logs the same load; one look per attempt is enough.
-            key = (ev, os.path.realpath(str(path)), str(rec.get("attempt")))
+            # Every rank logs the same load; one look per attempt and step is enough. The step is in the key:
+            # a workload that saves every step to the same path (latest.pt) commits a new checkpoint each time.
+            key = (ev, os.path.realpath(str(path)), str(rec.get("attempt")), str(rec.get("step")))
             if key in self._seen:
                 continue
             self._seen.add(key)

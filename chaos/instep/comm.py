@@ -81,6 +81,6 @@ def _hook(runtime: Any) -> Any:
         if user is not None:
             state, hook = user
             return hook(state, bucket)
-        return allreduce_hook(None, bucket)  # type: ignore[arg-type]
+        return allreduce_hook(ddp.process_group, bucket)  # the model's own group, as DDP's built-in all-reduce
 
     return chaos_comm_hook

@@ -49,7 +49,9 @@ def write(folder: str, command: Command) -> str:
     """Write ``command`` whole: a rank never reads half of it."""
     os.makedirs(os.path.join(folder, APPLIED), exist_ok=True)
     path = path_of(folder, command.index)
-    tmp = os.path.join(folder, f".fault-{command.index}.tmp")
+    # Made in applied/ and renamed in: the watched folder changes once, so a rank polling its mtime cannot
+    # cache the time of a half-done write and miss the command.
+    tmp = os.path.join(folder, APPLIED, f".fault-{command.index}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(asdict(command), fh)
     os.replace(tmp, path)

@@ -157,6 +157,7 @@ class Runtime:
             for handle in self._forward_hooks:
                 handle.remove()
             self._forward_hooks = []
+            self._depth.n = 0  # a forward left by a raise or mid-way never runs its post hook
 
     # ---- acting ------------------------------------------------------------------------------
 
@@ -230,7 +231,11 @@ class Runtime:
             else:
                 target.reshape(-1)[element] = float(cmd.params["value"])
             after = float(target.reshape(-1)[element])
-        self._landed(cmd, element=element, before=_finite_or_text(before), after=_finite_or_text(after))
+        # Written between two steps, after the last one was reported: a checkpoint saved at that step (the save
+        # follows the report) already holds it, so that step's checkpoint is tainted too.
+        last = sdk.last_step() if not grad else None
+        taints = {"taints_from": last} if last is not None else {}
+        self._landed(cmd, element=element, before=_finite_or_text(before), after=_finite_or_text(after), **taints)
 
     def _tensor(self, cmd: Command) -> torch.Tensor | None:
         params = [p for opt in list(self._optimizers) for g in opt.param_groups for p in g["params"]]

@@ -379,6 +379,35 @@ def nan_resumed_from_poisoned(t: Truth) -> Truth | None:
     return m if m.resumed_from > p.fault_at else None
 
 
+@operator("no_corrupt_commit", item="34")
+def latest_overwritten_unscanned(t: Truth) -> Truth | None:
+    """Every save overwrites one path (latest.pt) and only the first commit was looked at: the later
+    checkpoints at that path were never scanned, and one clean look must not vouch for them."""
+    m = _copy(t)
+    for r in m.records:
+        if r.get("ev") in ("ckpt_begin", "ckpt_commit", "ckpt_load", "ckpt_verify", "ckpt_reject") and r.get("path"):
+            r["path"] = "/ckpt/latest.pt"
+    looks = _looks(m, "ckpt_commit")
+    if len(looks) < 2:
+        return None
+    _drop(m, looks[1:])
+    return m
+
+
+@operator("rolled_back", item="34")
+def flip_saved_in_checkpoint(t: Truth) -> Truth | None:
+    """A fault written between two steps, right after a step whose checkpoint was then saved holding it,
+    and the restart resumed from that very checkpoint (so every kept step of the struck attempt ran before
+    the fault, yet the state they hand on is corrupted)."""
+    p = t.params
+    if p.scenario != "nan" or p.fault_at % p.ckpt_every or t.resumed_from != p.fault_at:
+        return None
+    m = _copy(t)
+    for r in _of(m, "instep"):
+        r.update(where="param", taints_from=p.fault_at)
+    return m
+
+
 @operator("rolled_back", item="34")
 def nan_landing_unreported(t: Truth) -> Truth | None:
     """No rank reported where the fault acted (no instep event): the landing is unknown."""
@@ -638,6 +667,7 @@ def judged(params: Params) -> dict[str, dict[str, Any]]:
 
 SAMPLES = (Params(), Params(scenario="corrupt", fault_at=9), Params(scenario="hang", fault_at=9),
            Params(scenario="nan", fault_at=5), Params(scenario="nan", steps=13, ckpt_every=3, fault_at=7, world=3),
+           Params(scenario="nan", fault_at=8),
            Params(scenario="resize"), Params(world=3, dataset=30, steps=10, ckpt_every=3, fault_at=7, seed=4),
            Params(steps=12, ckpt_every=4, fault_at=12), Params(epoch_base=1, fault_at=5))
 """Fixed truths the printed matrix is computed over (the property tests draw many more)."""
