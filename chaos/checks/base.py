@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, ClassVar
 
+from chaos.evidence.lineage import Lineage, LineageError, LineageUnproven
 from chaos.evidence.outcome import CheckResult, FaultRecord, RunOutcome, Verdict
 from chaos.registry import CHECKS, Plugin
 from chaos.spec.configs import CheckConfig
@@ -41,6 +42,16 @@ class Check(Plugin):
     def inconclusive(self, reason: str, **figures: Any) -> CheckResult:
         """The evidence this check needs is missing: say which, and how to provide it. Exits 1, never a pass."""
         return CheckResult(self.kind, "inconclusive", reason, figures)
+
+    def lineage_or_verdict(self, outcome: RunOutcome) -> "Lineage | CheckResult":
+        """The run's lineage, or the verdict when it cannot be had: one resting on a link nothing proves is
+        INCONCLUSIVE, one that cannot be rebuilt (a resume from an uncommitted step) is a FAIL."""
+        try:
+            return outcome.lineage()
+        except LineageUnproven as exc:
+            return self.inconclusive(f"lineage cannot be proven: {exc}")
+        except LineageError as exc:
+            return self.failed(f"lineage cannot be rebuilt: {exc}")
 
     def judge_each(self, faults: list[FaultRecord],
                    judge: Callable[[FaultRecord], tuple[str | None, dict[str, Any]]]) -> tuple[CheckResult | None, dict[str, Any]]:

@@ -8,7 +8,7 @@ from chaos.checks._samples import (EXAMPLES, Accounting, ExactlyOnceConfig, Gold
                                    account_samples, compare_with_golden)
 from chaos.checks.base import Check, CheckResult, RunOutcome
 from chaos.errors import ChaosError
-from chaos.evidence.lineage import Lineage, LineageError, LineageUnproven
+from chaos.evidence.lineage import Lineage
 
 __all__ = ["Accounting", "ExactlyOnce", "ExactlyOnceConfig", "GoldenComparison", "account_samples",
            "compare_with_golden"]
@@ -44,12 +44,9 @@ class ExactlyOnce(Check, kind="exactly_once"):
         if any("samples" not in r for r in h.of("step") if r.source != "output"):
             return self.inconclusive("step events carry no 'samples' list, so consumption cannot be traced; emit "
                                      "step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
-        try:
-            lineage = outcome.lineage()
-        except LineageUnproven as exc:
-            return self.inconclusive(f"lineage cannot be proven: {exc}")
-        except LineageError as exc:
-            return self.failed(f"lineage cannot be rebuilt: {exc}")
+        lineage = self.lineage_or_verdict(outcome)
+        if isinstance(lineage, CheckResult):
+            return lineage
         final = h.final_attempt()
         final_step = max((int(r["step"]) for r in h.finals() if str(r.get("attempt")) == final
                           and isinstance(r.get("step"), int)), default=None)

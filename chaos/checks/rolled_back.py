@@ -17,7 +17,6 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
-from chaos.evidence.lineage import LineageError, LineageUnproven
 from chaos.registry import FAULTS
 
 PICKUP_STEPS = 2
@@ -50,12 +49,9 @@ class RolledBack(Check, kind="rolled_back"):
                 "no transient in-step fault was injected, so there is nothing to roll back"
                 + (f" ({', '.join(persistent)} act on every step until reverted: no rollback can outrun them)"
                    if persistent else "; add a nan, loss-spike or bitflip fault with steps: 1"))
-        try:
-            lineage = outcome.lineage()
-        except LineageUnproven as exc:
-            return self.inconclusive(f"the lineage cannot be proven: {exc}")
-        except LineageError as exc:
-            return self.failed(f"the lineage cannot be rebuilt: {exc}")
+        lineage = self.lineage_or_verdict(outcome)
+        if isinstance(lineage, CheckResult):
+            return lineage
         kept = [r for _, r in lineage.kept_steps()]
         figures: dict[str, Any] = {}
         for fault in transient:
