@@ -24,7 +24,8 @@ STACKS = {"stateful_loader.py": ("torchdata StatefulDataLoader, num_workers 2", 
           "hf_trainer.py": ("HF Trainer checkpoint-N + get_last_checkpoint, dataloader_num_workers 2", "transformers"),
           "lightning_ddp.py": ("Lightning DDP, ModelCheckpoint + fit(ckpt_path=\"last\"), num_workers 2", "lightning")}
 """Workload script -> (stack, the distribution whose version is reported)."""
-CHECKS = ("completes", "struck_mid_save", "exactly_once", "checkpoint_integrity", "matches_golden")
+CHECKS = ("completes", "struck_mid_save", "exactly_once", "checkpoint_integrity", "matches_golden", "detection",
+          "rolled_back", "no_corrupt_commit")
 
 
 def version(dist: str) -> str:

@@ -12,6 +12,9 @@ The two lines that make it a chaos workload are marked ``chaos:``.
 and before the optimizer, RNG and trainer state, so a fault can land inside the Trainer's own save.
 ``--resume-complete`` resumes from the newest finished save instead (a kill inside a save leaves a
 ``checkpoint-N`` without its trainer state, which get_last_checkpoint still picks).
+``--nonfinite-guard`` adds the remedy a user writes for a NaN (the Trainer has none: it trains on, and its
+default ``logging_nan_inf_filter`` hides the bad step from the logs): a callback that stops every rank
+before the optimizer applies a non-finite gradient, so torchrun restarts from the last checkpoint.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ startup.pause()  # before torch is imported; resumed once the model is wrapped (
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
+import math  # noqa: E402
 
 import torch  # noqa: E402
 
+from chaos import sdk  # noqa: E402
 from chaos.integrations import require  # noqa: E402
 
 transformers = require("transformers")
@@ -56,6 +61,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--resume-complete", action="store_true",
                     help="resume from chaos.integrations.hf.last_complete_checkpoint, not get_last_checkpoint")
     ap.add_argument("--save-delay-s", type=float, default=0.0, help="slow storage: hold each save open this long")
+    ap.add_argument("--nonfinite-guard", action="store_true",
+                    help="stop every rank before the optimizer applies a non-finite gradient (NonFiniteGuard)")
     add_global_batch(ap)
     return ap.parse_args(argv)
 
@@ -92,6 +99,24 @@ class StepWork(transformers.TrainerCallback):
         time.sleep(self.seconds)
 
 
+class NonFiniteGuard(transformers.TrainerCallback):
+    """The user's remedy for a NaN: before the optimizer steps, the gradients (already averaged over the ranks by
+    DDP, so every rank sees the same verdict and no extra collective is needed) must be finite; otherwise the
+    rank names the step and raises, every rank does the same, and torchrun restarts the job from the last
+    checkpoint, which was saved before the bad step."""
+
+    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+        grads = [p.grad.detach().reshape(-1) for p in model.parameters() if p.grad is not None]
+        norm = float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
+        if math.isfinite(norm):
+            return
+        rank = int(os.environ.get("RANK", "0"))
+        sdk.health(source="guard", code="nonfinite", device=int(os.environ.get("LOCAL_RANK", "0")), action="restart",
+                   step=state.global_step + 1, grad_norm=str(norm))
+        raise FloatingPointError(f"rank {rank}: step {state.global_step + 1}: gradient norm {norm}; stopping before the "
+                                 f"optimizer applies it, for a restart from the last checkpoint")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     output_dir = os.environ.get("CHAOS_CKPT_DIR", "hf-out")
@@ -110,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
                                  train_dataset=Indexed(TokenSequences(args.dataset_size, 16, 128, args.seed)))  # chaos:
     trainer.add_callback(ChaosCallback())  # chaos:
     trainer.add_callback(StepWork(args.step_sleep))
+    if args.nonfinite_guard:
+        trainer.add_callback(NonFiniteGuard())
     if args.resume_complete:
         last = last_complete_checkpoint(output_dir)
     else:  # the examples' way

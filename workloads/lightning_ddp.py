@@ -171,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reshard-loader", action="store_true",
                     help="with --stateful-sampler: on a resume at another world size, position the sampler from "
                          "the samples the job consumed instead of loading rank 0's loader state")
+    ap.add_argument("--detect-anomaly", action="store_true",
+                    help="Trainer(detect_anomaly=True): autograd's anomaly mode raises in the backward that makes a "
+                         "NaN, on the rank that made it (Lightning's own answer to a NaN; it costs every step)")
     add_global_batch(ap)  # as Trainer(accumulate_grad_batches=...)
     args = ap.parse_args(argv)
     if (args.reshard_loader or args.epoch_on_load) and not args.stateful_sampler:
@@ -215,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
                         strategy="ddp", accumulate_grad_batches=accumulation(args),
                         max_steps=args.steps, callbacks=[ChaosCallback(), checkpoints, *callbacks],  # chaos: ChaosCallback
                         logger=False, enable_progress_bar=False, enable_model_summary=False,
-                        deterministic=True, use_distributed_sampler=not args.stateful_sampler)
+                        deterministic=True, use_distributed_sampler=not args.stateful_sampler,
+                        detect_anomaly=args.detect_anomaly)
     startup.resume()
     trainer.fit(Regression(model, args.step_sleep), loader, ckpt_path="last")
     return 0

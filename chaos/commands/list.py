@@ -8,7 +8,7 @@ from typing import Any, get_origin
 from pydantic import BaseModel
 from rich.console import Console
 
-from chaos.spec.mixes import MIXES, play
+from chaos.spec.mixes import MIXES, play, play_cause
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS
 
 _REGISTRIES = {"faults": FAULTS, "checks": CHECKS, "triggers": TRIGGERS, "targets": TARGETS}
@@ -57,6 +57,11 @@ def _mixes(console: Console) -> int:
                 p = play(category, target)
                 fields = " ".join(f"{k}={v}" for k, v in p.fault.items())
                 console.print(f"        [dim]{target}: {fields}: {p.why}[/]")
+            for cause in (c for c in mix.causes if c.category == category):
+                own = play_cause(cause.name, category, "local")
+                if own != play(category, "local"):  # a cause played by itself, on every target
+                    fields = " ".join(f"{k}={v}" for k, v in own.fault.items())
+                    console.print(f"        [dim]{cause.name} (every target): {fields}: {own.why}[/]")
     return 0
 
 

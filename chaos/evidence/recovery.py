@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
+from chaos.evidence import in_step
 from chaos.evidence.events import History, Record
 from chaos.evidence.outcome import FaultRecord
 
@@ -68,6 +69,7 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
         victims |= {int(p) for p in other.details.get("pids", [])}
     next_other = min((o.t_inject for o in others if o.t_inject is not None and o.t_inject > t0), default=None)
     normal_end = _normal_end(history, before)
+    in_step_fault = in_step.answers({}, fault) is not None
     for r in history.records:
         t = r.get("t", 0.0)
         if t <= t0:
@@ -76,6 +78,8 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
             return None
         ev = r.get("ev")
         if ev in REACTION_EVENTS:
+            if in_step_fault and next_other is not None and t >= next_other:
+                continue  # once another fault acted, a health event naming the class may be naming that one
             if _answers(r, fault):
                 return r
             continue
@@ -101,6 +105,9 @@ def _answers(r: Record, fault: FaultRecord) -> bool:
     ev, d = r.get("ev"), fault.details
     if fault.kind in SILENT_KINDS:
         return False
+    named = in_step.answers(r, fault)
+    if named is not None:
+        return named  # a fault inside the step: a health event naming its class (nan, sdc, oom)
     if fault.kind == "xid":
         return ev == "health" and str(r.get("code")) == str(d.get("code")) and str(r.get("device")) == str(d.get("device"))
     if fault.kind == "network-degrade":
@@ -145,6 +152,7 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     if reaction is not None:
         figures["detect_s"] = _delta(reaction["t"], t0)
         evidence["detect_s"] = _describe(reaction)
+    in_step.caught(history, fault, before, reaction, figures)
 
     later = [r for r in history.records if r.get("t", 0) > t0]
     restart = next((r for r in later if r.get("ev") == "start" and str(r.get("attempt")) != before), None)
@@ -235,16 +243,7 @@ def _landing(history: History, fault: FaultRecord, attempt: str, t0: float, figu
                    steps_since_ckpt=None if landed is None or durable is None else max(0, landed - durable))
     figures["evidence"]["durable_step"] = why
     # A fault inside the step (chaos.instep) acts in a step of its own, which the ranks it acted on report.
-    acts = [r for r in history.of("instep") if r.get("fault") == fault.index and isinstance(r.get("step"), int)]
-    # A host OOM: the kernel's own count of kills in the memory cgroup the fault put the rank in.
-    kills = [r for r in history.of("oom_kill") if r.get("fault") == fault.label and isinstance(r.get("oom_kills"), int)]
-    if kills:
-        figures["oom_kills"] = kills[-1]["oom_kills"]
-        figures["evidence"]["oom_kills"] = f"oom_kill counter of {kills[-1].get('cgroup')}"
-    if acts:
-        figures["acted_step"] = min(int(r["step"]) for r in acts)
-        figures["evidence"]["acted_step"] = (f"instep event of rank(s) "
-                                             f"{', '.join(sorted({str(r.get('rank')) for r in acts}))}")
+    in_step.landing(history, fault, attempt, figures)
 
 
 def _durable_step(history: History, t0: float) -> tuple[int | None, str]:

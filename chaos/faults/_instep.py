@@ -3,7 +3,7 @@ pair that arms and reverts them (chaos.instep has the rank side)."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -28,6 +28,10 @@ class InStepFault(Fault):
     """Base of the faults that act inside the training step; a subclass says what it writes in its command."""
 
     in_step = True
+    named_by: ClassVar[tuple[str, ...]] = ()
+    """The ``code`` s of a health event that names this fault's class (the guard's ``nonfinite``, the replica
+    check's ``sdc``, a stack's ``oom``): what the detection check accepts as the job naming it, besides
+    aborting. Recorded with the injection, so the journal says what would have named it."""
 
     def command(self) -> Command:
         raise NotImplementedError
@@ -61,7 +65,8 @@ class InStepFault(Fault):
         run.ledger.push(self.owner, RemovePath(path_of(str(folder), cmd.index)))
         write(str(folder), cmd)
         return {"command": path_of(str(folder), cmd.index), "where": cmd.where,
-                "ranks": "all" if cmd.ranks is None else cmd.ranks, "steps": cmd.steps, **cmd.params}
+                "ranks": "all" if cmd.ranks is None else cmd.ranks, "steps": cmd.steps,
+                "named_by": list(self.named_by), **cmd.params}
 
     def _ranks(self) -> list[int] | None:
         rank = self.config.rank  # type: ignore[attr-defined]

@@ -24,6 +24,7 @@ class CollectiveError(InStepFault, kind="collective-error"):
     """
 
     Config = CollectiveErrorConfig
+    named_by = ("collective", "timeout")
 
     def prepare(self, run: RunContext) -> None:
         super().prepare(run)

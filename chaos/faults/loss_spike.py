@@ -17,6 +17,7 @@ class LossSpike(InStepFault, kind="loss-spike"):
     """Scale the model's output on one rank or all for k steps: a bad batch, a loss spike."""
 
     Config = LossSpikeConfig
+    named_by = ("nonfinite", "loss_spike")
 
     def command(self) -> Command:
         c: LossSpikeConfig = self.config  # type: ignore[assignment]

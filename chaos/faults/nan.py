@@ -25,6 +25,7 @@ class Nan(InStepFault, kind="nan"):
     """Put a NaN or an Inf into the loss, the gradients or a parameter of one rank or all, inside the training step."""
 
     Config = NanConfig
+    named_by = ("nonfinite", "nan")
 
     def command(self) -> Command:
         c: NanConfig = self.config  # type: ignore[assignment]

@@ -34,6 +34,7 @@ class Oom(InStepFault, kind="oom"):
     """Make one rank run out of memory: CUDA's out-of-memory error in its next forward, or a real kill by the host kernel's OOM killer under a memory limit of its own."""
 
     Config = OomConfig
+    named_by = ("oom",)
 
     def __init__(self, config: OomConfig, index: int) -> None:
         super().__init__(config, index)

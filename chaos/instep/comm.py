@@ -1,7 +1,7 @@
-"""Inside a rank: the DDP communication hook a ``collective-error`` acts through.
+"""Inside a rank: the DDP communication hook a ``collective-error`` and a ``bitflip`` of the bucket act through.
 
 DDP all-reduces gradients in C++, out of reach of module and optimizer hooks; its one extension point
-is a communication hook, registered once per model. When a run arms a collective-error the harness
+is a communication hook, registered once per model. When a run arms a collective-error (or a bitflip of the bucket) the harness
 sets ``CHAOS_INSTEP_COMM``, and every ``DistributedDataParallel`` built in the rank registers this
 hook as it is constructed. The hook does what DDP does without one (an all-reduce of the bucket,
 averaged) until the fault is armed for this rank; a script that registers its own hook later gets it
@@ -68,8 +68,9 @@ def _hook(runtime: Any) -> Any:
 
     # No annotations: DDP refuses a hook whose parameters are annotated with anything but its own types.
     def chaos_comm_hook(ddp, bucket):  # type: ignore[no-untyped-def]
-        cmd = runtime.comm_fault()
-        if cmd is not None:
+        # The first bucket only: one application per step, whatever the number of buckets.
+        cmd = runtime.comm_fault() if bucket.index() == 0 else None
+        if cmd is not None and cmd.where == "allreduce":
             runtime.landed(cmd, bucket=bucket.index())
             if cmd.params.get("mode") == "hang":
                 return torch.futures.Future()  # never completed: this rank waits in backward, its peers in the all-reduce
@@ -80,7 +81,19 @@ def _hook(runtime: Any) -> Any:
         user = ddp._chaos_user_hook
         if user is not None:
             state, hook = user
-            return hook(state, bucket)
-        return allreduce_hook(ddp.process_group, bucket)  # the model's own group, as DDP's built-in all-reduce
+            fut = hook(state, bucket)
+        else:
+            fut = allreduce_hook(ddp.process_group, bucket)  # the model's own group, as DDP's built-in all-reduce
+        if cmd is None:
+            return fut
+
+        def corrupt(done):  # type: ignore[no-untyped-def]
+            # The reduced bucket as this rank receives it: DDP copies it into the gradients next.
+            value = done.value()
+            tensor = value[0] if isinstance(value, (list, tuple)) else value
+            runtime.flip_bucket(cmd, tensor, bucket.index())
+            return value
+
+        return fut.then(corrupt)
 
     return chaos_comm_hook

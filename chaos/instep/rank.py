@@ -162,8 +162,18 @@ class Runtime:
     # ---- acting ------------------------------------------------------------------------------
 
     def comm_fault(self) -> Command | None:
-        """The collective-error armed for this rank, if any (chaos.instep.comm's hook asks per bucket)."""
-        return next((c for c in self.armed.values() if c.where == "allreduce"), None)
+        """The collective-error or bucket bitflip armed for this rank, if any (chaos.instep.comm's hook asks)."""
+        return next((c for c in self.armed.values() if c.where in COMM), None)
+
+    def flip_bucket(self, cmd: Command, tensor: torch.Tensor, bucket: int) -> None:
+        """Flip the bit of the reduced bucket (chaos.instep.comm calls it when the all-reduce completes)."""
+        if cmd.index not in self.armed:
+            return
+        element = int(cmd.params.get("element", 0)) % max(1, tensor.numel())
+        before = float(_element(tensor, element))
+        _flip(tensor, element, int(cmd.params["bit"]))
+        self._landed(cmd, bucket=bucket, element=element, before=_finite_or_text(before),
+                     after=_finite_or_text(float(_element(tensor, element))))
 
     def landed(self, cmd: Command, **extra: Any) -> None:
         self._landed(cmd, **extra)
@@ -225,12 +235,12 @@ class Runtime:
         target = _local(tensor)
         element = int(cmd.params.get("element", 0)) % max(1, target.numel())
         with torch.no_grad():
-            before = float(target.reshape(-1)[element])
+            before = float(_element(target, element))
             if cmd.kind == "bitflip":
                 _flip(target, element, int(cmd.params["bit"]))
             else:
-                target.reshape(-1)[element] = float(cmd.params["value"])
-            after = float(target.reshape(-1)[element])
+                _element(target, element).fill_(float(cmd.params["value"]))
+            after = float(_element(target, element))
         # Written between two steps, after the last one was reported: a checkpoint saved at that step (the save
         # follows the report) already holds it, so that step's checkpoint is tainted too.
         last = sdk.last_step() if not grad else None
@@ -255,6 +265,8 @@ class Runtime:
         return None
 
 
+COMM = ("allreduce", "bucket")
+"""Faults that act through the DDP communication hook (chaos.instep.comm)."""
 FORWARD = ("loss", "forward", "allocate")
 """Faults that act in the outermost forward (the forward hooks are installed only while one is armed)."""
 
@@ -284,12 +296,18 @@ def _flip(tensor: torch.Tensor, element: int, bit: int) -> None:
     width = torch.iinfo(view).bits
     if not 0 <= bit < width:
         raise ValueError(f"bitflip: bit {bit} is outside a {width}-bit {tensor.dtype} value")
-    flat = tensor.detach().reshape(-1)
-    element %= max(1, flat.numel())
     with torch.no_grad():
-        word = flat[element:element + 1].view(view)
+        word = _element(tensor, element).view(view)
         mask = torch.tensor(1 << bit if bit < width - 1 else -(1 << (width - 1)), dtype=view)
         word.bitwise_xor_(mask)
+
+
+def _element(tensor: torch.Tensor, element: int) -> torch.Tensor:
+    """A view of one element (flat index, modulo the size) of ``tensor`` in place, contiguous or not: a
+    reshape of a non-contiguous tensor (a transposed weight, a slice) would be a copy, and a write to it lost."""
+    element %= max(1, tensor.numel())
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(element), tensor.shape)) if tensor.dim() else ()
+    return tensor.detach()[index]
 
 
 def _scaled(output: Any, value: float) -> Any:

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import Field, model_validator
 
 from chaos.spec.configs import StrictConfig
-from chaos.spec.mixes import CATEGORIES, MIXES, Mix, play
+from chaos.spec.mixes import CATEGORIES, MIXES, Mix, play_cause
 
 MAX_FAULTS = 500
 
@@ -140,7 +140,7 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
     drawn.sort()
     out: list[Scheduled] = []
     for i, (real_h, cause, category) in enumerate(drawn):
-        default = play(category, target_kind, elastic=elastic)
+        default = play_cause(cause, category, target_kind, elastic=elastic)
         override = plan.categories.get(category)
         template = dict(override.fault) if override is not None and override.fault else dict(default.fault)
         if not (override is not None and override.fault):
@@ -148,6 +148,8 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
                 template["device"] = rng.randrange(max(1, nproc_per_node))
             if "node" in default.draws:
                 template["node"] = rng.randrange(1, nodes) if nodes > 1 else 0
+            if "rank" in default.draws:
+                template["rank"] = rng.randrange(max(1, nproc_per_node * nodes))
         at_s = plan.start_after_s + real_h / plan.span_h * plan.window_s
         template["name"] = f"{category}#{i + 1}"
         template["optional"] = True  # due after the workload ended: not reached (the gameday check counts them)
@@ -170,10 +172,10 @@ def describe(plan: GamedayConfig, schedule: list[Scheduled], target_kind: str) -
     for s in schedule:
         fields = {k: v for k, v in s.fault.items() if k not in ("name", "optional", "trigger")}
         lines.append(f"  {s.at_s:8.1f} s  (day {s.real_h / 24:6.2f})  {s.label:<14} {s.cause:<30} {_compact(fields)}")
-    seen = sorted({s.category for s in schedule})
-    for category in seen:
-        s = next(x for x in schedule if x.category == category)
-        lines.append(f"  {category} on {target_kind}: {s.why}")
+    # One line per way a category is played (a cause with a play of its own, such as silent data corruption, adds one).
+    seen = sorted({(s.category, s.why) for s in schedule})
+    for category, why in seen:
+        lines.append(f"  {category} on {target_kind}: {why}")
     return lines
 
 

@@ -88,7 +88,8 @@ class Play:
     fault: dict[str, Any]
     why: str
     draws: tuple[str, ...] = field(default=())
-    """Fields drawn per fault from the seed: 'device' (a GPU slot), 'node' (a node other than the rendezvous host)."""
+    """Fields drawn per fault from the seed: 'device' (a GPU slot), 'node' (a node other than the rendezvous host),
+    'rank' (a global rank of the job)."""
 
 
 _NODES = ("netns", "docker", "slurm")
@@ -104,6 +105,25 @@ def _node_loss(signal: str, what: str, elastic: bool, target_kind: str) -> Play:
     return Play({"kind": "kill-rank", "rank": "all", "signal": signal, "node": "node1"},
                 f"{what}: the job is not elastic (min_nodes) and this target has no spare node, so the node's "
                 f"ranks die and come back with the restart, as if the node were replaced at once")
+
+
+SILENT_DATA_CORRUPTION = "Silent Data Corruption"
+
+
+def play_cause(cause: str, category: str, target_kind: str, *, elastic: bool = False) -> Play:
+    """How one root cause is played: its category's play, except where the harness can produce the cause itself.
+
+    Silent data corruption is a wrong value a GPU computes without an error: played inside the step, as one
+    flipped bit (the top exponent bit of a weight, which makes it huge) on one drawn rank (chaos.faults.bitflip).
+    Nothing crashes; only a job that checks its values (a non-finite guard, a replica comparison) sees it,
+    and one that does not trains on and ends apart from the fault-free run.
+    """
+    if cause == SILENT_DATA_CORRUPTION:
+        return Play({"kind": "bitflip", "where": "param", "bit": 30, "tensor": 0, "element": 0},
+                    "silent data corruption: the top exponent bit of one weight flipped on one rank, inside the step; "
+                    "nothing crashes, so only the job's own guard (non-finite values, replica checksums) can catch it",
+                    draws=("rank",))
+    return play(category, target_kind, elastic=elastic)
 
 
 def play(category: str, target_kind: str, *, elastic: bool = False) -> Play:

@@ -85,6 +85,9 @@ class TrainConfig:
     save_on_sigterm: bool = True
     """On SIGTERM (a scheduler's preemption notice, torchrun shutting down) finish the step, save a checkpoint and exit 143, instead of dying with the steps since the last save."""
 
+    sigterm_grace_s: float = 20.0
+    """With save_on_sigterm: how long after SIGTERM the loop may take to reach the end of a step (where every rank agrees to stop and saves); a rank that does not (stuck in a collective whose peer is gone) exits then without saving, instead of holding its launcher until the launcher's own SIGKILL (torchrun waits 30 s). Below torchrun's 30 s, and well above a step: a preempted job on a loaded machine was seen stalled 5 s before its save. 0: wait for the loop however long."""
+
     straggler_factor: float = 0.0
     """Name a rank whose own time per step (outside collectives) is this many times its peers' in a health event (0: no straggler detection)."""
 
@@ -104,10 +107,13 @@ class TrainConfig:
     """How many times its peers' probe time a link must take, in two windows of 3 probes in a row, to be named."""
 
     replica_check_every: int = 0
-    """Every N steps, before the periodic save, compare an exact checksum of every rank's parameters; on disagreement (silent data corruption on a rank) name the rank in a health event and exit, so torchrun restarts from the last checkpoint (0: off; DDP only: FSDP shards hold no replicas)."""
+    """Every N steps and before every save (periodic, health, preemption), compare an exact checksum of every rank's parameters; on disagreement (silent data corruption on a rank) name the rank in a health event and exit, so torchrun restarts from the last checkpoint (0: off; DDP only: FSDP shards hold no replicas)."""
 
     nonfinite: str = "off"
     """What to do about a step whose loss or gradients are not finite (NaN, Inf) on any rank: off (train on, as a stack without a guard does), restart (name it in a health event and exit, so torchrun restarts from the last checkpoint)."""
+
+    nonfinite_exclude_after: int = 0
+    """With --nonfinite restart: the K-th bad step of one device (counted across restarts, in the checkpoint folder) excludes it: the rank records the exclusion and every rank stops the launch, which the scheduler starts again without that device (0: never; a persistent fault then restarts until max_restarts)."""
 
 
 def field_docs(cls: type) -> dict[str, str]:

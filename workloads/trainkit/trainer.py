@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import signal
 import sys
-import threading
 import time
 from typing import Any
 
@@ -25,11 +24,13 @@ from .config import TrainConfig
 from .data import GlobalCursorSampler, SyntheticDataset
 from .dist import DistEnv, GroupComm, destroy_distributed, init_distributed
 from .formats import AppState, DdpFormat
-from .guard import NonFiniteGuard
+from .guard import ExcludeDevice, NonFiniteGuard
 from .replicas import ReplicaCheck
 from .model import build_model
 from .rng import seed_rank
 from . import startup
+from .exit import exit_fast
+from .sigterm import SigtermWatch
 
 log = logging.getLogger("trainkit")
 
@@ -46,7 +47,7 @@ class Trainer:
         self.env: DistEnv | None = None
         self.step = 0
         self.health: Any = None
-        self.sigterm = threading.Event()
+        self.sigterm = SigtermWatch(cfg.sigterm_grace_s, self._sigterm_overdue)
         """Set by the SIGTERM handler; the ranks agree on it in the step's all-reduce (see ``train``)."""
         self.preempted = False
         self.ejected = False
@@ -96,7 +97,7 @@ class Trainer:
         if self.cfg.save_on_sigterm:
             # Only a flag here: the save is a collective, and a handler runs between two bytecodes of
             # whatever the main thread was doing (possibly inside the previous save).
-            signal.signal(signal.SIGTERM, lambda signum, frame: self.sigterm.set())
+            self.sigterm.install()
         try:
             self.env = init_distributed(self.cfg.pg_timeout_s)
             self.setup()
@@ -109,6 +110,14 @@ class Trainer:
                 self.checkpointer.close()
                 return EXCLUDE_EXIT
             self.finish()
+        except torch.OutOfMemoryError as exc:
+            # Named before the rank dies of it: the journal says why this rank stopped, and its exit makes
+            # torchrun stop the peers at once instead of leaving them in the next collective.
+            sdk.health(source="trainer", code="oom", device=my_device(self.env.local_rank) if self.env else -1,
+                       action="exit", step=self.step + 1, message=str(exc).splitlines()[0][:200])
+            log.error("rank %s ran out of memory in step %d; exiting for a restart", self.env.rank if self.env else "?",
+                      self.step + 1)
+            raise
         except Exception:
             log.exception("rank %s failed at step %d", self.env.rank if self.env else "?", self.step)
             raise
@@ -117,6 +126,12 @@ class Trainer:
                 self.health.stop()
             destroy_distributed()
         return 0
+
+    def _sigterm_overdue(self) -> None:
+        log.error("rank %s: SIGTERM %.1f s ago and the loop never reached the end of step %d (blocked in a "
+                  "collective?); exiting without a save", self.env.rank if self.env else "?",
+                  self.cfg.sigterm_grace_s, self.step + 1)
+        exit_fast(128 + signal.SIGTERM)
 
     def setup(self) -> None:
         cfg, env = self.cfg, self.env
@@ -147,7 +162,8 @@ class Trainer:
                              factor=cfg.link_factor) if cfg.link_probe_every > 0 else None)
         # Own time: the part of a step outside collectives (the backward's gradient all-reduce and the
         # step's all-reduce below). A straggler's grows; its peers spend the difference waiting.
-        guard = NonFiniteGuard(cfg.nonfinite, env.rank, env.local_rank, env.world_size)
+        guard = NonFiniteGuard(cfg.nonfinite, env.rank, env.local_rank, env.world_size,
+                               exclude_after=cfg.nonfinite_exclude_after, strikes_dir=cfg.ckpt_dir)
         replicas = self.build_replica_check()
         params = [p for p in self.model.parameters() if p.requires_grad]
         mark = time.monotonic()
@@ -168,7 +184,11 @@ class Trainer:
             (loss_sum * (env.world_size / batch.global_size)).backward()
             after_backward = time.monotonic()
             if guard.on:
-                guard.check(self.step + 1, loss_sum, params)
+                try:
+                    guard.check(self.step + 1, loss_sum, params)
+                except ExcludeDevice:
+                    self.stop_for_exclusion()
+                    return
             self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
@@ -187,6 +207,8 @@ class Trainer:
             mark = time.monotonic()
             loss = total[0].item() / batch.global_size
             stop = total[1].item() > 0
+            if stop:
+                self.sigterm.reached_stop()  # every rank agreed: what follows (the save) is not bounded
             sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss)
             named = detector.observe(self.step, total[2:].tolist()) if detector is not None else None
             if named is not None and self.on_straggler(named):
@@ -197,16 +219,18 @@ class Trainer:
                 self.on_slow_link(slow_link, links)
             if env.rank == 0 and cfg.log_every and self.step % cfg.log_every == 0:
                 print(f"step {self.step} epoch {batch.epoch} loss {loss:.6f}", flush=True)
-            # Before any save: a corrupted replica must never be committed.
-            if replicas is not None and replicas.due(self.step):
-                replicas.check(self.step, params)
             # checkpoint_due() is a collective: every rank agrees to save now when a degrading GPU asks.
             health_due = self.health is not None and self.health.checkpoint_due()
             periodic = bool(cfg.ckpt_every) and self.step % cfg.ckpt_every == 0
+            # Before any save (periodic, health, preemption; every rank agreed on each), and every N steps: a
+            # corrupted replica must never be committed.
+            if replicas is not None and (replicas.due(self.step) or periodic or health_due or stop):
+                replicas.check(self.step, params)
             if periodic or health_due:
                 # Named so a judge can tell the save the health alert asked for from the periodic one.
                 # Passed only when set: a user's checkpointer with save(step, app) keeps working.
-                self.checkpointer.save(self.step, self.app, **({"reason": "health"} if health_due else {}))
+                with self.sigterm.saving():
+                    self.checkpointer.save(self.step, self.app, **({"reason": "health"} if health_due else {}))
             if stop:
                 if not (periodic or health_due):
                     self.checkpointer.save(self.step, self.app, reason="preempt")
@@ -243,6 +267,13 @@ class Trainer:
         stop_launcher()
         self.ejected = True
         return True
+
+    def stop_for_exclusion(self) -> None:
+        """Every rank stops the launch together, saving nothing (this step is not finite, and the last checkpoint
+        was committed before it): the scheduler relaunches without the excluded device."""
+        dist.barrier()
+        stop_launcher()
+        self.ejected = True
 
     def on_slow_link(self, named: Straggler, links: LinkMonitor) -> None:
         """Every rank names the same slow link at the same probe; its sender reports it (alert only: leaving

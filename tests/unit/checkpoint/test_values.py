@@ -31,7 +31,7 @@ def test_a_clean_file_scans_clean_and_an_unloadable_one_is_named(tmp_path: Path)
     torch.save({"w": torch.randn(3)}, tmp_path / "clean.pt")
     out = scan(tmp_path / "clean.pt")
     assert {k: v for k, v in out.items() if k != "digest"} == {"tensors": 1, "values": 3, "nonfinite": 0, "bad": [],
-                                                              "unscanned": []}
+                                                              "unscanned": [], "skipped": []}
     torch.save({"obj": Custom()}, tmp_path / "objects.pt")
     out = scan(tmp_path / "objects.pt")
     assert out["unscanned"] and out["unscanned"][0].startswith("objects.pt (")
@@ -53,3 +53,52 @@ def test_the_digest_is_the_state_not_the_file(tmp_path: Path) -> None:
     assert scan(tmp_path / "b")["nonfinite"] == 0 and scan(tmp_path / "a")["digest"] != scan(tmp_path / "b")["digest"]
     torch.save({**state, "step": 21}, tmp_path / "b" / "state.pt")
     assert scan(tmp_path / "a")["digest"] != scan(tmp_path / "b")["digest"]
+
+
+class TrainingArguments:
+    """Pickled under transformers' name (a stand-in module, so the test does not import transformers)."""
+
+
+def test_a_trainers_rng_state_and_arguments_are_named_not_scanned_never_unpickled(tmp_path: Path, monkeypatch) -> None:
+    """The HF Trainer's checkpoint-N: rng_state_*.pth (numpy arrays) and training_args.bin (TrainingArguments) hold
+    no trained values and pickle objects: recognised by name and by the globals they name, listed as skipped. Numpy
+    is never unpickled (its dtype states can corrupt memory), and the same names holding anything else are gaps."""
+    import sys
+    import types
+
+    import numpy as np
+
+    for name in ("transformers", "transformers.training_args"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setattr(TrainingArguments, "__module__", "transformers.training_args")
+    sys.modules["transformers.training_args"].TrainingArguments = TrainingArguments  # type: ignore[attr-defined]
+    ckpt = tmp_path / "checkpoint-20"
+    ckpt.mkdir()
+    torch.save({"w": torch.ones(2)}, ckpt / "optimizer.pt")
+    torch.save({"numpy": np.random.RandomState(0).get_state(), "cpu": torch.zeros(4, dtype=torch.uint8)},
+               ckpt / "rng_state_0.pth")
+    torch.save(TrainingArguments(), ckpt / "training_args.bin")
+    out = scan(ckpt)
+    assert not out["unscanned"] and out["tensors"] == 1
+    assert [s.split(" ")[0] for s in out["skipped"]] == ["rng_state_0.pth", "training_args.bin"]
+    torch.save({"numpy": np.zeros(2), "obj": Custom()}, ckpt / "rng_state_0.pth")
+    torch.save({"w": torch.ones(2), "obj": Custom()}, ckpt / "training_args.bin")
+    out = scan(ckpt)
+    assert sorted(u.split(" ")[0] for u in out["unscanned"]) == ["rng_state_0.pth", "training_args.bin"]
+    assert not out["skipped"]
+
+
+def test_a_trainers_bookkeeping_may_hold_an_infinite_score_but_nothing_else(tmp_path: Path) -> None:
+    """Lightning's ModelCheckpoint starts its k-th best score at -inf by design: not a corrupt weight. A NaN score,
+    or a whole model kept under callbacks (StochasticWeightAveraging's), is judged as weights are."""
+    ckpt = tmp_path / "epoch=0-step=5.ckpt"
+    score = {"ModelCheckpoint": {"kth_value": torch.tensor(-math.inf)}}
+    torch.save({"state_dict": {"w": torch.ones(3)}, "callbacks": score}, ckpt)
+    assert scan(ckpt)["nonfinite"] == 0
+    torch.save({"state_dict": {"w": torch.tensor([1.0, math.nan])}, "callbacks": score}, ckpt)
+    out = scan(ckpt)
+    assert out["nonfinite"] == 1 and out["bad"] == [f"{ckpt.name}.state_dict.w (1 of 2)"]
+    torch.save({"state_dict": {"w": torch.ones(3)},
+                "callbacks": {"SWA": {"average_model_state": {"w": torch.tensor([math.inf, 1.0])}},
+                              "ModelCheckpoint": {"best": torch.tensor(math.nan)}}}, ckpt)
+    assert scan(ckpt)["nonfinite"] == 2

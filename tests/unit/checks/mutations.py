@@ -361,7 +361,7 @@ def forged_clean_scan(t: Truth) -> Truth | None:
     return m
 
 
-@operator("rolled_back", "no_corrupt_commit", "matches_golden", item="34")
+@operator("rolled_back", "no_corrupt_commit", "matches_golden", "detection", item="34")
 def nan_trained_on(t: Truth) -> Truth | None:
     """No guard: the NaN went into the update, the job trained on to the end and committed poisoned checkpoints."""
     if t.params.scenario != "nan":
@@ -377,6 +377,76 @@ def nan_resumed_from_poisoned(t: Truth) -> Truth | None:
         return None
     m = _replay(t, guard_lag=p.ckpt_every)
     return m if m.resumed_from > p.fault_at else None
+
+
+@operator("detection", item="34")
+def nan_caught_late(t: Truth) -> Truth | None:
+    """The guard caught the NaN two steps after it acted (no commit in between, so the restart is still clean):
+    two poisoned updates were applied first, beyond a bound of 0 steps."""
+    p = t.params
+    if p.scenario != "nan" or p.fault_at + 2 >= p.steps or (p.fault_at + 1) // p.ckpt_every != (p.fault_at + 2) // p.ckpt_every:
+        return None
+    return _replay(t, guard_lag=2)
+
+
+@operator("detection", item="34")
+def nan_caught_late_claimed_early(t: Truth) -> Truth | None:
+    """The guard caught the NaN two steps late, and its health event names the step the fault acted in: the
+    attempt had reported the poisoned steps complete by then, so the claim cannot make them untrained."""
+    m = nan_caught_late(t)
+    if m is None:
+        return None
+    acted = _of(m, "instep")[0]["step"]
+    for r in _of(m, "health"):
+        r["step"] = acted
+    return m
+
+
+@operator("detection", item="34")
+def nan_credited_to_unrelated_alert(t: Truth) -> Truth | None:
+    """No guard: the NaN was trained on to the end; a straggler alert about another rank came right after it
+    acted (an unrelated health event is not the job naming the NaN)."""
+    if t.params.scenario != "nan":
+        return None
+    m = _replay(t, guard_lag=None)
+    act = _of(m, "instep")[0]
+    m.records.append({"ev": "health", "t": act["t"] + 0.05, "mono": act["t"] + 0.05, "pid": 4000, "host": "h",
+                      "rank": 0, "world_size": t.params.world, "attempt": "0.0", "source": "straggler",
+                      "code": "slow_rank", "device": 0, "action": "alert", "slow_rank": 0, "ratio": 1.6,
+                      "step": act["step"]})
+    m.records.sort(key=lambda r: r["t"])
+    return m
+
+
+@operator("detection", item="34")
+def peer_left_waiting(t: Truth) -> Truth | None:
+    """The guard named the NaN at once, but rank 0 stayed in the collective for 60 s before it exited (and the
+    restart waited for it): the fault held a peer far beyond the bound."""
+    if t.params.scenario != "nan":
+        return None
+    m = _copy(t)
+    exit0 = next(r for r in m.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0" and r.get("rank") == 0)
+    for r in m.records:
+        if r["t"] >= exit0["t"] and r is not exit0:
+            r["t"] += 60.0
+            r["mono"] = r.get("mono", r["t"]) + 60.0
+    exit0["t"] += 59.0
+    exit0["mono"] = exit0.get("mono", exit0["t"]) + 59.0
+    m.records.sort(key=lambda r: r["t"])
+    for f in m.faults:
+        if f.t_revert is not None and f.t_revert >= exit0["t"] - 59.0:
+            f.t_revert += 60.0
+    return m
+
+
+@operator("detection", item="34")
+def landing_unreported_for_detection(t: Truth) -> Truth | None:
+    """No rank reported where the NaN acted: the steps to its detection cannot be counted (not proven 0)."""
+    if t.params.scenario != "nan":
+        return None
+    m = _copy(t)
+    _drop(m, _of(m, "instep"))
+    return m
 
 
 @operator("no_corrupt_commit", item="34")

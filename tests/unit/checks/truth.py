@@ -241,7 +241,7 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
     details: dict[str, Any] = {"rank": p.world - 1, "pids": [victim], "trigger": f"at_step {p.fault_at}"}
     if p.scenario == "nan":
         details = {"where": "loss", "ranks": [p.world - 1], "steps": 1, "value": math.nan,
-                   "trigger": f"at_step {p.fault_at}"}
+                   "named_by": ["nonfinite", "nan"], "trigger": f"at_step {p.fault_at}"}
     fault = FaultRecord(len(faults), kind, f"{kind}#{len(faults)}", t_fault, details=details)
     faults.append(fault)
     w.harness("fault_inject", fault=fault.label, kind=kind)
@@ -343,7 +343,9 @@ CONFIGS: dict[str, dict[str, Any]] = {
 def checks_for(p: Params) -> dict[str, dict[str, Any]]:
     """The checks that apply to this scenario."""
     out = dict(CONFIGS)
-    if p.scenario != "hang":
+    if p.scenario == "nan":  # caught by the guard in the step it acted in, nobody left waiting
+        out["detection"] = {"max_s": 30, "max_steps": 0, "faults": ["nan"]}
+    elif p.scenario != "hang":
         out.pop("detection")
     if p.scenario != "nan":
         out.pop("rolled_back")  # judges in-step faults only

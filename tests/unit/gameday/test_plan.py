@@ -101,3 +101,16 @@ def test_a_broken_plan_is_refused_with_what_to_change(tmp_path: Path, extra: str
         load_experiment(f)
     assert message in str(exc.value)
     assert len(exc.value.problems) == len({str(p) for p in exc.value.problems})  # each problem once
+
+
+def test_silent_data_corruption_is_played_inside_the_step_on_a_drawn_rank() -> None:
+    """The cause itself, not its category's crash: one high exponent bit of a weight on one rank of the job."""
+    from chaos.spec.mixes import play_cause
+
+    sdc = play_cause("Silent Data Corruption", "gpu", "local")
+    assert sdc.fault["kind"] == "bitflip" and sdc.fault["bit"] == 30 and sdc.draws == ("rank",)
+    assert play_cause("Faulty GPU", "gpu", "local").fault["kind"] == "kill-rank"
+    drawn = [s for seed in range(30) for s in draw(plan(gpus=16384, span_days=10), seed, "local", nproc_per_node=2)
+             if s.cause == "Silent Data Corruption"]
+    assert drawn and all(s.fault["kind"] == "bitflip" and s.fault["rank"] in (0, 1) for s in drawn)
+    assert {s.fault["rank"] for s in drawn} == {0, 1}

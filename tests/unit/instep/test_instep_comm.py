@@ -80,3 +80,26 @@ def test_without_the_switch_ddp_is_left_alone(monkeypatch: pytest.MonkeyPatch) -
     assert comm.patch_ddp(object()) is False
     assert not getattr(DDP, "_chaos_patched", False)
     assert os.environ.get(comm.COMM_ENV) is None
+
+
+def test_a_bucket_bitflip_corrupts_this_ranks_reduced_gradient_once(group: instep_rank.Runtime, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    said: list[dict] = []
+    monkeypatch.setattr(sdk, "emit", lambda ev, **kw: said.append({"ev": ev, **kw}))
+    m = model()
+    write(str(tmp_path / "instep"), Command(index=0, kind="bitflip", where="bucket", ranks=[0], steps=1,
+                                            params={"bit": 30, "element": 0, "tensor": 0}))
+    group.poll()
+    m(torch.ones(2, 4)).sum().backward()
+    torch.manual_seed(0)
+    plain = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Linear(4, 1))
+    plain(torch.ones(2, 4)).sum().backward()
+    differ = [not torch.equal(a.grad, b.grad) for a, b in zip(m.module.parameters(), plain.parameters())]
+    assert sum(differ) == 1, "exactly one gradient tensor (the one holding the bucket's first element) changed"
+    [act] = [s for s in said if s["ev"] == "instep"]
+    assert act["where"] == "bucket" and act["bucket"] == 0 and act["element"] == 0 and act["before"] != act["after"]
+    m.zero_grad()
+    m(torch.ones(2, 4)).sum().backward()  # used up: the next step's gradients are DDP's own again
+    plain.zero_grad()
+    plain(torch.ones(2, 4)).sum().backward()
+    assert all(torch.equal(a.grad, b.grad) for a, b in zip(m.module.parameters(), plain.parameters()))

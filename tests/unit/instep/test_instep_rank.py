@@ -166,3 +166,13 @@ def test_flip_works_for_every_float_width(dtype: torch.dtype, bit: int) -> None:
     assert t[0].item() == 0.5 and t[1].item() != 0.25
     with pytest.raises(ValueError, match="outside"):
         instep_rank._flip(t, 0, torch.finfo(dtype).bits)
+
+
+def test_an_element_of_a_non_contiguous_tensor_is_written_in_place() -> None:
+    # A transposed weight: a reshape of it is a copy, and a write through the copy would be lost.
+    t = torch.arange(12, dtype=torch.float32).reshape(3, 4).t()
+    assert not t.is_contiguous()
+    instep_rank._flip(t, 5, 30)  # flat element 5 of the (4, 3) view is t[1, 2] (9.0)
+    assert t[1, 2].item() != 9.0 and t.flatten().tolist().count(9.0) == 0
+    instep_rank._element(t, 0).fill_(float("nan"))
+    assert torch.isnan(t[0, 0]) and int(torch.isnan(t).sum()) == 1

@@ -58,3 +58,45 @@ def test_a_single_replica_always_agrees_with_itself(one_rank: None) -> None:
     assert check.due(10) and not check.due(7)
     check.check(10, [torch.randn(4)])
     assert not ReplicaCheck(0, 0, 0, 1).due(10)
+
+
+def test_the_second_strike_against_a_device_excludes_it(one_rank: None, monkeypatch, tmp_path: Path) -> None:
+    """A NaN that comes back after the rollback is persistent: the guard counts strikes against the device whose
+    own loss was not finite (in the checkpoint folder, across attempts) and the K-th excludes it."""
+    from chaos import sdk
+    from trainkit import guard as guard_module
+
+    said: list[dict] = []
+    excluded: list[dict] = []
+    monkeypatch.setattr(sdk, "health", lambda **kw: said.append(kw))
+    monkeypatch.setattr(guard_module, "record_exclusion", lambda path, **kw: excluded.append(kw))
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.ones(3)
+    guard = NonFiniteGuard("restart", 0, 0, 1, exclude_after=2, strikes_dir=str(tmp_path))
+    with pytest.raises(NonFiniteStep) as first:
+        guard.check(26, torch.tensor(math.nan), [p])
+    assert not isinstance(first.value, guard_module.ExcludeDevice) and not excluded
+    # A new attempt (a fresh guard, as the restarted rank builds): the strike was kept on disk.
+    again = NonFiniteGuard("restart", 0, 0, 1, exclude_after=2, strikes_dir=str(tmp_path))
+    with pytest.raises(guard_module.ExcludeDevice):
+        again.check(21, torch.tensor(math.nan), [p])
+    assert [s["action"] for s in said] == ["restart", "exclude"] and [s["strikes"] for s in said] == [1, 2]
+    assert excluded and excluded[0]["code"] == "nonfinite" and excluded[0]["rank"] == 0
+    with pytest.raises(ValueError, match="checkpoint folder"):
+        NonFiniteGuard("restart", 0, 0, 1, exclude_after=2)
+
+
+def test_a_bad_gradient_no_loss_shows_is_not_a_strike(one_rank: None, monkeypatch, tmp_path: Path) -> None:
+    """Only the rank whose own loss was not finite is where the bad value came from; a rank whose loss is fine but
+    whose averaged gradient is poisoned rolls back without a strike against its device."""
+    from chaos import sdk
+    from trainkit import guard as guard_module
+
+    monkeypatch.setattr(sdk, "health", lambda **kw: None)
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.tensor([1.0, math.nan, 1.0])
+    for _ in range(3):
+        guard = NonFiniteGuard("restart", 0, 0, 1, exclude_after=2, strikes_dir=str(tmp_path))
+        with pytest.raises(NonFiniteStep) as caught:
+            guard.check(5, torch.tensor(1.0), [p])
+        assert not isinstance(caught.value, guard_module.ExcludeDevice)
