@@ -17,6 +17,11 @@ resumes from the newest finished one instead of the newest (a save killed part-w
 ``--save-delay-s`` (with ``--native-checkpoints``) stands in for slow storage: the loop's state,
 which Accelerate writes last, takes that long to write.
 
+``--nonfinite-guard`` adds the remedy a user writes for a NaN (Accelerate has none: the optimizer applies
+whatever the gradients hold): before the optimizer steps, a non-finite gradient norm (the gradients are
+already averaged over the ranks, so every rank sees the same) stops every rank for a restart from the
+last checkpoint.
+
 ``--global-batch`` keeps the samples per optimizer step whatever the world size, with Accelerate's
 gradient accumulation (``gradient_accumulation_steps`` and ``accelerator.accumulate``): a resume at
 another world size then skips the same samples the job trained (the loop's position counts steps).
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,8 +68,21 @@ def parse(argv: list[str] | None):
     ap.add_argument("--resume-complete", action="store_true",
                     help="with --native-checkpoints: resume from the newest finished checkpoint_N "
                          "(chaos.integrations.accelerate.last_complete_checkpoint), not load_state()'s pick")
+    ap.add_argument("--nonfinite-guard", action="store_true",
+                    help="stop every rank before the optimizer applies a non-finite gradient")
     add_global_batch(ap)  # with Accelerator(gradient_accumulation_steps=...) and accelerator.accumulate
     return ap.parse_args(argv)
+
+
+def nonfinite_guard(model: torch.nn.Module, step: int) -> None:
+    """The user's remedy for a NaN: raise on every rank before the optimizer applies a non-finite gradient."""
+    grads = [p.grad.detach().reshape(-1) for p in model.parameters() if p.grad is not None]
+    norm = float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
+    if norm == norm and abs(norm) != float("inf"):
+        return
+    sdk.health(source="guard", code="nonfinite", device=int(os.environ.get("LOCAL_RANK", "0")), action="restart",
+               step=step, grad_norm=str(norm))
+    raise FloatingPointError(f"step {step}: gradient norm {norm}; stopping before the optimizer applies it")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             with accelerator.accumulate(model):  # steps the optimizer every `micro` batches, and syncs then
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 accelerator.backward(loss)
+                if args.nonfinite_guard and accelerator.sync_gradients:
+                    nonfinite_guard(model, step + 1)
                 opt.step()
                 opt.zero_grad()
             losses.append(float(loss))

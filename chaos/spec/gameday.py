@@ -122,8 +122,11 @@ class Scheduled:
 
 
 def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: int = 1,
-         nodes: int = 1, elastic: bool = False) -> list[Scheduled]:
-    """The faults of ``plan`` in order of their due time. Same plan and seed, same schedule."""
+         nodes: int = 1, elastic: bool = False, min_nodes: int | None = None) -> list[Scheduled]:
+    """The faults of ``plan`` in order of their due time. Same plan and seed, same schedule.
+
+    A drawn rank is one that exists whatever nodes an elastic job has lost by then: below
+    ``nproc_per_node * min_nodes`` (ranks are renumbered from 0 after each rendezvous)."""
     rng = random.Random(f"gameday:{seed}")
     mix = plan.the_mix
     drawn: list[tuple[float, str, str]] = []
@@ -149,7 +152,8 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
             if "node" in default.draws:
                 template["node"] = rng.randrange(1, nodes) if nodes > 1 else 0
             if "rank" in default.draws:
-                template["rank"] = rng.randrange(max(1, nproc_per_node * nodes))
+                alive = min_nodes if elastic and min_nodes else nodes
+                template["rank"] = rng.randrange(max(1, nproc_per_node * alive))
         at_s = plan.start_after_s + real_h / plan.span_h * plan.window_s
         template["name"] = f"{category}#{i + 1}"
         template["optional"] = True  # due after the workload ended: not reached (the gameday check counts them)

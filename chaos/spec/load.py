@@ -174,7 +174,8 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         nodes = nodes if isinstance(nodes, int) else 1
         min_nodes = getattr(target_cfg, "min_nodes", None)
         schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
-                        nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes)
+                        nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes,
+                        min_nodes=min_nodes if isinstance(min_nodes, int) else None)
         # Every override is checked, drawn or not: a typo must not wait for the seed that draws its category.
         for name, override in top.gameday.categories.items():
             if override.fault is None:

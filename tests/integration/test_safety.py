@@ -19,8 +19,10 @@ A fault kind without an example experiment and without an entry in ``SCENARIO_OV
 
 The interrupt paths test the harness's own bookkeeping (ledger, process inventory, reverts), which
 does not depend on what the workers compute. Every kind whose fault acts on processes, on the
-checkpoint directory's filesystem, on the nodes' network, on the XID sink or on a Slurm node (not
-on a checkpoint's contents) runs under tests/fixtures/fake_torchrun.py: a torch-free agent with
+checkpoint directory's filesystem, on the nodes' network, on the XID sink, on a Slurm node or inside
+the step (an in-step fault is a command file the harness writes into the run directory and removes on
+revert; what the ranks do with it is theirs) (not on a checkpoint's contents) runs under
+tests/fixtures/fake_torchrun.py: a torch-free agent with
 torchrun's process tree and environment, one per node on multi-node targets, which starts in a
 fraction of a second instead of the ~10 CPU-seconds of a torchrun + two ranks on a 2-core runner.
 corrupt-checkpoint, requeue (its job is requeued at once without torch's slow teardown, so nothing
@@ -60,7 +62,7 @@ REQUEUE_WAIT_S = 60.0
 
 FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
 FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage", "partition",
-           "network-degrade", "kill-node", "xid", "preempt"}
+           "network-degrade", "kill-node", "xid", "preempt", "nan", "loss-spike", "bitflip", "oom", "collective-error"}
 """Kinds whose interrupt paths run under the torch-free agent (see the module docstring)."""
 
 SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {

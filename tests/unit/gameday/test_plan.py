@@ -114,3 +114,16 @@ def test_silent_data_corruption_is_played_inside_the_step_on_a_drawn_rank() -> N
              if s.cause == "Silent Data Corruption"]
     assert drawn and all(s.fault["kind"] == "bitflip" and s.fault["rank"] in (0, 1) for s in drawn)
     assert {s.fault["rank"] for s in drawn} == {0, 1}
+
+
+def test_an_elastic_jobs_drawn_rank_exists_after_it_lost_nodes() -> None:
+    """Ranks are renumbered from 0 after each rendezvous: on 2 nodes of 2 ranks that may shrink to 1 node, a drawn
+    rank is 0 or 1, never one that the shrunk job no longer has."""
+    ranks = {s.fault["rank"] for seed in range(30)
+             for s in draw(plan(gpus=16384, span_days=10), seed, "netns", nproc_per_node=2, nodes=2, elastic=True,
+                           min_nodes=1) if s.cause == "Silent Data Corruption"}
+    assert ranks == {0, 1}
+    ranks = {s.fault["rank"] for seed in range(30)
+             for s in draw(plan(gpus=16384, span_days=10), seed, "netns", nproc_per_node=2, nodes=2)
+             if s.cause == "Silent Data Corruption"}
+    assert ranks == {0, 1, 2, 3}
