@@ -114,12 +114,14 @@ def _settled(history: History, fault: FaultRecord, attempt: str, acted: int | No
         for r in history.of("step", attempt=attempt):
             if isinstance(r.get("step"), int) and r["step"] > acted and r.get("t", 0.0) > t0:
                 past.setdefault(r.get("rank"), r["t"])
+    # Per worker process (a rank the harness could not name is None, and two of them are two workers); a step
+    # past the landing settles only the worker of a named rank.
     settled: dict[Any, float] = {}
     waiting = []
     for pid, rank in spawns.items():
-        times = [t for t in (exits.get(pid), past.get(rank)) if t is not None]
+        times = [t for t in (exits.get(pid), past.get(rank) if rank is not None else None) if t is not None]
         if times:
-            settled[rank] = min(times)
+            settled[pid] = min(times)
         else:
             waiting.append(rank)
     figures["waiting_ranks"] = sorted(waiting, key=str)

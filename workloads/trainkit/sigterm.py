@@ -23,6 +23,13 @@ from typing import Callable, Iterator
 log = logging.getLogger("trainkit")
 
 
+def _forget_wakeup_fd() -> None:
+    try:
+        signal.set_wakeup_fd(-1)
+    except ValueError:  # not the main thread of the child: nothing to undo there
+        pass
+
+
 class SigtermWatch:
     def __init__(self, grace_s: float, overdue: Callable[[], None]) -> None:
         self.flag = threading.Event()
@@ -44,6 +51,9 @@ class SigtermWatch:
         read, write = os.pipe()
         os.set_blocking(write, False)  # the C handler must never block
         signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+        # A forked child (a DataLoader worker) would inherit the wakeup fd: a SIGTERM sent to it (a loader
+        # shutting its workers down) would reach this process's reader as if the rank had been told to stop.
+        os.register_at_fork(after_in_child=_forget_wakeup_fd)
         threading.Thread(target=self._read, args=(read,), name="sigterm-watch", daemon=True).start()
 
     def _read(self, fd: int) -> None:

@@ -93,3 +93,25 @@ def test_a_later_faults_health_event_is_not_credited_to_an_earlier_one() -> None
     t.records.sort(key=lambda r: r["t"])
     result = judge(t, faults=["nan"])
     assert result.verdict == "fail" and "nan#0 was never caught" in result.reason
+
+
+def test_every_worker_is_settled_on_its_own_even_without_a_rank_name() -> None:
+    """Two workers the harness could not name (rank None): one exits, the other never does. The one that left
+    must not vouch for the one still waiting, and a late exit is not hidden behind an early one."""
+    t = play(NAN)
+    lie = copy.deepcopy(t)
+    for r in lie.records:
+        if r.get("ev") in ("worker_spawn", "worker_exit") and r.get("attempt") == "0.0":
+            r["rank"] = None
+    doomed = [r for r in lie.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0"]
+    lie.records.remove(doomed[-1])
+    result = judge(lie, max_s=3600)
+    assert result.verdict == "fail" and "left waiting" in result.reason
+    late = copy.deepcopy(t)
+    for r in late.records:
+        if r.get("ev") in ("worker_spawn", "worker_exit") and r.get("attempt") == "0.0":
+            r["rank"] = None
+    first = [r for r in late.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0"][0]
+    first["t"] += 100.0  # the first worker the harness saw spawn is the one that left late
+    late.records.sort(key=lambda r: r["t"])
+    assert judge(late, max_s=30).verdict == "fail"

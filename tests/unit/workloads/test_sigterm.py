@@ -62,3 +62,18 @@ def test_a_rank_saving_is_not_stuck_and_gets_a_fresh_grace_after(restore: None) 
         assert not overdue.wait(0.5), "the grace ran out during a save"
     t0 = time.monotonic()
     assert overdue.wait(5.0) and time.monotonic() - t0 >= 0.15, "after the save, a fresh grace, then the end"
+
+
+def test_a_sigterm_to_a_forked_child_is_not_the_ranks(restore: None) -> None:
+    """A DataLoader worker forked from the rank inherits the wakeup fd; the rank's loader terminating it with
+    SIGTERM must not read, in the rank, as the rank being told to stop."""
+    overdue = threading.Event()
+    watch = SigtermWatch(0.2, overdue.set)
+    watch.install()
+    pid = os.fork()
+    if pid == 0:  # the child: told to stop, as a loader stops its workers
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert not overdue.wait(0.5) and not watch.is_set()
