@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -51,7 +50,8 @@ from torch.utils.data import DataLoader  # noqa: E402
 from chaos import sdk  # noqa: E402
 from chaos.integrations import require, samples  # noqa: E402
 from userloop import (  # noqa: E402
-    accumulation, add_global_batch, arguments, begin, ckpt_root, newest_checkpoint, seal, staging, toy_problem)
+    accumulation, add_global_batch, arguments, begin, ckpt_root, newest_checkpoint, seal, staging, stop_if_not_finite,
+    toy_problem)
 
 LOOP_STATE = "loop.json"
 
@@ -72,17 +72,6 @@ def parse(argv: list[str] | None):
                     help="stop every rank before the optimizer applies a non-finite gradient")
     add_global_batch(ap)  # with Accelerator(gradient_accumulation_steps=...) and accelerator.accumulate
     return ap.parse_args(argv)
-
-
-def nonfinite_guard(model: torch.nn.Module, step: int) -> None:
-    """The user's remedy for a NaN: raise on every rank before the optimizer applies a non-finite gradient."""
-    grads = [p.grad.detach().reshape(-1) for p in model.parameters() if p.grad is not None]
-    norm = float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
-    if norm == norm and abs(norm) != float("inf"):
-        return
-    sdk.health(source="guard", code="nonfinite", device=int(os.environ.get("LOCAL_RANK", "0")), action="restart",
-               step=step, grad_norm=str(norm))
-    raise FloatingPointError(f"step {step}: gradient norm {norm}; stopping before the optimizer applies it")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                 loss = torch.nn.functional.mse_loss(model(x), y)
                 accelerator.backward(loss)
                 if args.nonfinite_guard and accelerator.sync_gradients:
-                    nonfinite_guard(model, step + 1)
+                    stop_if_not_finite(model.parameters(), step + 1)
                 opt.step()
                 opt.zero_grad()
             losses.append(float(loss))

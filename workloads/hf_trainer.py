@@ -36,16 +36,14 @@ startup.pause()  # before torch is imported; resumed once the model is wrapped (
 
 import argparse  # noqa: E402
 import gc  # noqa: E402
-import math  # noqa: E402
 
 import torch  # noqa: E402
 
-from chaos import sdk  # noqa: E402
 from chaos.integrations import require  # noqa: E402
 
 transformers = require("transformers")
 from chaos.integrations.hf import ChaosCallback, Indexed, last_complete_checkpoint  # noqa: E402
-from userloop import accumulation, add_global_batch  # noqa: E402
+from userloop import accumulation, add_global_batch, stop_if_not_finite  # noqa: E402
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -100,21 +98,10 @@ class StepWork(transformers.TrainerCallback):
 
 
 class NonFiniteGuard(transformers.TrainerCallback):
-    """The user's remedy for a NaN: before the optimizer steps, the gradients (already averaged over the ranks by
-    DDP, so every rank sees the same verdict and no extra collective is needed) must be finite; otherwise the
-    rank names the step and raises, every rank does the same, and torchrun restarts the job from the last
-    checkpoint, which was saved before the bad step."""
+    """The user's remedy for a NaN, where the Trainer calls back before the optimizer steps (userloop.stop_if_not_finite)."""
 
     def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-        grads = [p.grad.detach().reshape(-1) for p in model.parameters() if p.grad is not None]
-        norm = float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
-        if math.isfinite(norm):
-            return
-        rank = int(os.environ.get("RANK", "0"))
-        sdk.health(source="guard", code="nonfinite", device=int(os.environ.get("LOCAL_RANK", "0")), action="restart",
-                   step=state.global_step + 1, grad_norm=str(norm))
-        raise FloatingPointError(f"rank {rank}: step {state.global_step + 1}: gradient norm {norm}; stopping before the "
-                                 f"optimizer applies it, for a restart from the last checkpoint")
+        stop_if_not_finite(model.parameters(), state.global_step + 1)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,3 +116,19 @@ def begin(root: Path, step: int) -> float:
     shutil.rmtree(tmp, ignore_errors=True)
     return time.time()
 
+
+def stop_if_not_finite(parameters, step: int) -> None:
+    """The user's remedy for a NaN (the HF Trainer and Accelerate have none): before the optimizer steps, the
+    gradients (already averaged over the ranks by DDP, so every rank sees the same verdict and no extra
+    collective is needed) must be finite; otherwise the rank names the step and raises, every rank does the
+    same, and torchrun restarts the job from the last checkpoint, which was saved before the bad step."""
+    import math
+
+    grads = [p.grad.detach().reshape(-1) for p in parameters if p.grad is not None]
+    norm = float(torch.linalg.vector_norm(torch.cat(grads))) if grads else 0.0
+    if math.isfinite(norm):
+        return
+    sdk.health(source="guard", code="nonfinite", device=int(os.environ.get("LOCAL_RANK", "0")), action="restart",
+               step=step, grad_norm=str(norm))
+    raise FloatingPointError(f"rank {os.environ.get('RANK', '0')}: step {step}: gradient norm {norm}; stopping before "
+                             f"the optimizer applies it, for a restart from the last checkpoint")

@@ -36,10 +36,15 @@ def named_by(fault: FaultRecord) -> list[str] | None:
     return [str(c) for c in raw]
 
 
+def applies(fault: FaultRecord) -> bool:
+    """Is ``fault`` one that acts inside the step (its kind, or its injection recorded ``named_by``)?"""
+    return fault.kind in KINDS or "named_by" in fault.details
+
+
 def answers(r: Record, fault: FaultRecord) -> bool | None:
     """Does this health event name the in-step ``fault``'s class? None for a fault that is not in-step. An in-step
     fault without a usable ``named_by`` is named by no event (only the job's abort can show it was caught)."""
-    if fault.kind not in KINDS and "named_by" not in fault.details:
+    if not applies(fault):
         return None
     codes = named_by(fault)
     return codes is not None and r.get("ev") == "health" and str(r.get("code")) in codes
@@ -64,7 +69,7 @@ def landing(history: History, fault: FaultRecord, attempt: str, figures: dict[st
 def caught(history: History, fault: FaultRecord, attempt: str, reaction: Record | None,
            figures: dict[str, Any]) -> None:
     """detect_step, detect_steps, settled_s and waiting_ranks of an in-step fault (``figures`` has acted_step)."""
-    if fault.kind not in KINDS and "named_by" not in fault.details:
+    if not applies(fault):
         return
     acted = figures.get("acted_step")
     figures.update(detect_step=None, detect_steps=None, settled_s=None, waiting_ranks=None)

@@ -69,7 +69,7 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
         victims |= {int(p) for p in other.details.get("pids", [])}
     next_other = min((o.t_inject for o in others if o.t_inject is not None and o.t_inject > t0), default=None)
     normal_end = _normal_end(history, before)
-    in_step_fault = in_step.answers({}, fault) is not None
+    in_step_fault = in_step.applies(fault)
     for r in history.records:
         t = r.get("t", 0.0)
         if t <= t0:

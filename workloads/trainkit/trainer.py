@@ -259,18 +259,15 @@ class Trainer:
         self.checkpointer.save(self.step, self.app, reason="straggler")
         if env.rank == named.rank:
             record_exclusion(str(exclusions_path()), device=device, code="straggler", rank=env.rank)
-        # Leave together after the save, then stop the launch: restarting in place would bring the slow
-        # device straight back; the scheduler (the harness's runner here) relaunches without it. Every
-        # rank stops its own agent, before any of them exits: an agent that saw a worker exit first
-        # would restart the group in place.
-        dist.barrier()
-        stop_launcher()
-        self.ejected = True
+        self.stop_for_exclusion()
         return True
 
     def stop_for_exclusion(self) -> None:
-        """Every rank stops the launch together, saving nothing (this step is not finite, and the last checkpoint
-        was committed before it): the scheduler relaunches without the excluded device."""
+        """Every rank stops the launch together (a straggler ejected after its save; a persistent NaN with no save,
+        its last checkpoint committed before it): restarting in place would bring the device straight back, and
+        the scheduler (the harness's runner here) relaunches without it. Every rank stops its own agent after
+        the barrier, before any of them exits: an agent that saw a worker exit first would restart the group in
+        place."""
         dist.barrier()
         stop_launcher()
         self.ejected = True

@@ -439,16 +439,6 @@ def peer_left_waiting(t: Truth) -> Truth | None:
     return m
 
 
-@operator("detection", item="34")
-def landing_unreported_for_detection(t: Truth) -> Truth | None:
-    """No rank reported where the NaN acted: the steps to its detection cannot be counted (not proven 0)."""
-    if t.params.scenario != "nan":
-        return None
-    m = _copy(t)
-    _drop(m, _of(m, "instep"))
-    return m
-
-
 @operator("no_corrupt_commit", item="34")
 def latest_overwritten_unscanned(t: Truth) -> Truth | None:
     """Every save overwrites one path (latest.pt) and only the first commit was looked at: the later
@@ -478,9 +468,10 @@ def flip_saved_in_checkpoint(t: Truth) -> Truth | None:
     return m
 
 
-@operator("rolled_back", item="34")
+@operator("rolled_back", "detection", item="34")
 def nan_landing_unreported(t: Truth) -> Truth | None:
-    """No rank reported where the fault acted (no instep event): the landing is unknown."""
+    """No rank reported where the fault acted (no instep event): the landing is unknown, and so are the steps to
+    its detection (not proven 0)."""
     if t.params.scenario != "nan":
         return None
     m = _copy(t)

@@ -115,3 +115,11 @@ def test_every_worker_is_settled_on_its_own_even_without_a_rank_name() -> None:
     first["t"] += 100.0  # the first worker the harness saw spawn is the one that left late
     late.records.sort(key=lambda r: r["t"])
     assert judge(late, max_s=30).verdict == "fail"
+
+
+def test_the_evidence_knows_every_fault_that_acts_inside_the_step() -> None:
+    """chaos.evidence.in_step.KINDS (the evidence layer cannot import the faults) is the registry's in-step faults."""
+    from chaos.evidence.in_step import KINDS
+    from chaos.registry import FAULTS
+
+    assert set(KINDS) == {kind for kind in FAULTS.kinds() if getattr(FAULTS.get(kind), "in_step", False)}
