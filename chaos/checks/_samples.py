@@ -51,6 +51,8 @@ class Accounting:
         self.untraced: list[str] = []
         self.tolerated: dict[int, int] = {}
         """Completed epochs with missing indices within max_missing_per_epoch, and how many."""
+        self.skipped: list[dict[str, Any]] = []
+        """Indices of kept steps whose update was dropped (``skipped``): consumed, never trained on."""
         self.silent_ranks: list[str] = []
         """Ranks of an attempt that reported none of its kept steps (``rank 1 of attempt 0.0 at steps 1..10``)."""
 
@@ -84,6 +86,9 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
         for index in r.samples or []:
             if not 0 <= index < dataset_size:
                 acc.out_of_range.append({"index": index, "epoch": epoch, "steps": [_where(link.segment.name, step)]})
+            elif r.skipped:
+                # Consumed and thrown away: not used, and not to be consumed again either (the cursor moved on).
+                acc.skipped.append({"index": index, "epoch": epoch, "steps": [_where(link.segment.name, step)]})
             else:
                 seen[epoch][index].append(_where(link.segment.name, step))
     acc.resumed_into = set(resume_epoch.values())
@@ -103,7 +108,8 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
         for index, where in sorted(consumed.items()):
             if len(where) > 1:
                 acc.duplicated.append({"index": index, "epoch": epoch, "steps": where})
-        absent = [i for i in range(dataset_size) if i not in consumed]
+        dropped = {d["index"] for d in acc.skipped if d["epoch"] == epoch}
+        absent = [i for i in range(dataset_size) if i not in consumed and i not in dropped]
         if epoch < last or not absent:
             acc.completed_epochs.append(epoch)
             if len(absent) > config.max_missing_per_epoch:
@@ -116,7 +122,7 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     acc.untraced = _untraced_steps(kept, acc.completed_epochs)
     acc.silent_ranks = _silent_ranks(kept, ranks or {})
 
-    missing_keys = {(m["index"], m["epoch"]) for m in acc.missing}
+    missing_keys = {(m["index"], m["epoch"]) for m in acc.missing} | {(d["index"], d["epoch"]) for d in acc.skipped}
     for segment, r in lineage.rolled_back_steps():
         step, epoch = r.step, r.epoch
         for index in r.samples or []:

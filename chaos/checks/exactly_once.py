@@ -84,6 +84,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
             "completed_epochs": acc.completed_epochs, "partial_epoch": acc.partial_epoch,
             "partial_epoch_seen": acc.partial_seen,
             "duplicated": _listing(acc.duplicated), "missing": _listing(acc.missing),
+            "skipped": _listing(acc.skipped),
             "unexpected": _listing(acc.unexpected),
             "replayed": _listing(acc.replayed), "out_of_range": _listing(acc.out_of_range),
             "duplicate_steps": acc.duplicate_steps[:EXAMPLES], "renumbered_steps": acc.renumbered_steps[:EXAMPLES],
@@ -101,6 +102,11 @@ class ExactlyOnce(Check, kind="exactly_once"):
             last = acc.last_step
             certain.append(f"the kept history lacks step(s) {_ranges(acc.missing_steps)} (it must run 1..{last} "
                            f"without a gap: a step counter that jumped, or steps whose events were lost)")
+        if acc.skipped:
+            steps = sorted({w for d in acc.skipped for w in d["steps"]})
+            certain.append(f"{len(acc.skipped)} consumed by step(s) whose update the workload dropped (skipped: "
+                           f"{', '.join(steps[:EXAMPLES])}{', ...' if len(steps) > EXAMPLES else ''}) and never "
+                           f"trained on ({_examples(acc.skipped)})")
         if acc.duplicate_steps:
             certain.append(f"step(s) recorded twice in the kept history: {', '.join(acc.duplicate_steps[:EXAMPLES])}")
         if acc.renumbered_steps:

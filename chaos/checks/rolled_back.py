@@ -3,8 +3,11 @@
 A NaN or a silent corruption poisons every step computed after it, and every checkpoint saved from
 them. A stack that recovers properly goes back to a checkpoint committed before the fault and trains
 the steps again. So the final lineage (the chain of checkpoint loads from step 0 to the end,
-chaos.evidence.lineage) must hold no step that the attempt the fault struck computed at or after the
-step it struck, and must reach past that step: the job trained on, from before the fault.
+chaos.evidence.lineage) must hold no step that the process the fault struck computed at or after the
+step it struck, before it reloaded a checkpoint (the attempt's segment: a restart starts a new attempt,
+an in-process rollback a new segment of the same one), and must reach past that step: the job trained
+on, from before the fault. That a reload really restored the state it names is for ``matches_golden``
+and ``no_corrupt_commit`` to prove (the digest and the values); this check holds the lineage to it.
 
 Where the fault struck comes from the ranks' own ``instep`` events (chaos.instep.rank writes one per
 application, with the step being computed). They are held to the harness's own record of when it
@@ -17,6 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.lineage import Lineage, Link, Segment, segment_at
+from chaos.evidence.records import Step
 from chaos.registry import FAULTS
 
 PICKUP_STEPS = 2
@@ -52,16 +57,17 @@ class RolledBack(Check, kind="rolled_back"):
         lineage = self.lineage_or_verdict(outcome)
         if isinstance(lineage, CheckResult):
             return lineage
-        kept = [r for _, r in lineage.kept_steps()]
+        kept = lineage.kept_steps()
         figures: dict[str, Any] = {}
         for fault in transient:
-            problem, figs = self._judge(outcome, fault, kept)
+            problem, figs = self._judge(outcome, fault, kept, lineage)
             figures[fault.label] = figs
             if problem is not None:
                 return problem(f"{fault.label}: {figs['why']}", **figures)
         return self.passed("; ".join(f"{label}: {figs['why']}" for label, figs in figures.items()), **figures)
 
-    def _judge(self, outcome: RunOutcome, fault: FaultRecord, kept: list[Any]) -> tuple[Any, dict[str, Any]]:
+    def _judge(self, outcome: RunOutcome, fault: FaultRecord, kept: list[tuple[Link, Step]],
+               lineage: Lineage) -> tuple[Any, dict[str, Any]]:
         acts = landings(outcome, fault)
         if not acts:
             return self.inconclusive, {"why": "no rank reported acting on it (no instep event): the fault may never "
@@ -80,24 +86,34 @@ class RolledBack(Check, kind="rolled_back"):
             return self.failed, figs
         # A fault written between two steps reports the step whose checkpoint may already hold it (taints_from,
         # the step reported before it acted): a resume from that checkpoint carries it on.
-        tainted = sorted({int(r.step) for r in kept for a in acts
-                          if str(r.attempt) == str(a.get("attempt")) and int(r.step) >= _taints_from(a)})
+        # The state a fault corrupted lives on in the segment it acted in (its process, until that reloads a
+        # checkpoint): a restart starts a new attempt, an in-process rollback a new segment of the same one.
+        struck = {(id(_segment_of(lineage, a)), _taints_from(a)) for a in acts}
+        tainted = sorted({int(r.step) for link, r in kept for seg, since in struck
+                          if id(link.segment) == seg and int(r.step) >= since})
         if tainted:
             figs["tainted_steps"] = tainted
             figs["why"] = (f"steps {_span(tainted)} of attempt {attempt}, computed at or after the fault acted in step "
                            f"{step}, are in the final lineage: the job trained on (or resumed from) state the fault "
                            f"had corrupted")
             return self.failed, figs
-        later = [r for r in kept if int(r.step) >= step]
+        later = [(link, r) for link, r in kept if int(r.step) >= step]
         if not later:
             figs["why"] = (f"the final lineage ends before step {step}, where the fault acted: the job did not train "
                            f"past it")
             return self.failed, figs
-        resumed = sorted({str(r.attempt) for r in later})
+        resumed = sorted({link.segment.name for link, _r in later})
         figs["resumed_in"] = resumed
-        figs["why"] = (f"acted in step {step} of attempt {attempt}; no step computed after it survives, and attempt(s) "
-                       f"{', '.join(resumed)} trained steps {step}-{max(int(r.step) for r in later)} again from before it")
+        figs["why"] = (f"acted in step {step} of attempt {attempt}; no step computed after it survives, and "
+                       f"{'attempt(s)' if all('#' not in n for n in resumed) else 'segment(s)'} {', '.join(resumed)} "
+                       f"trained steps {step}-{max(int(r.step) for _l, r in later)} again from before it")
         return None, figs
+
+
+def _segment_of(lineage: Lineage, act: Any) -> Segment | None:
+    """The segment of the struck attempt whose process the fault acted in (None: the attempt has no segment)."""
+    own = [s for s in lineage.segments if s.attempt == str(act.get("attempt"))]
+    return segment_at(own, act.get("rank"), float(act.get("t", 0.0))) if own else None
 
 
 def _taints_from(act: Any) -> int:

@@ -38,6 +38,8 @@ class Segment:
     """No ``ckpt_load`` was recorded: ``resumed_from`` is the step before its first step."""
     steps: list[Step] = field(default_factory=list)
     commits: list[CkptCommit] = field(default_factory=list)
+    rank_load_t: dict[Any, float] = field(default_factory=dict)
+    """When each rank that logged this segment's load did so (its own records after that are this segment's)."""
 
     @property
     def name(self) -> str:
@@ -134,19 +136,22 @@ def _segments_of(attempt: str, loads: list[CkptLoad], steps: list[Step], commits
             raise LineageError(f"the ranks of attempt {attempt} resumed from different checkpoints ({listing})")
         first_load = min(kth.values(), key=lambda r: r.t)
         segments.append(Segment(attempt, k, next(iter(found.values())), first_load.path, first_load.t,
-                                inferred=False))
-
-    def segment_for(record: Record) -> Segment:
-        # A rank's own loads split its records; a rank that logged no load follows the earliest one.
-        bounds = [r.t for r in per_rank.get(record.rank, [])] or [s.load_t for s in segments]
-        k = sum(1 for b in bounds[1:] if record.t >= b)
-        return segments[min(k, len(segments) - 1)]
-
+                                inferred=False, rank_load_t={rank: r.t for rank, r in kth.items()}))
     for r in steps:
-        segment_for(r).steps.append(r)
+        segment_at(segments, r.rank, r.t).steps.append(r)
     for r in commits:
-        segment_for(r).commits.append(r)
+        segment_at(segments, r.rank, r.t).commits.append(r)
     return segments
+
+
+def segment_at(segments: list[Segment], rank: Any, t: float) -> Segment:
+    """Which of one attempt's segments (oldest first) a record of ``rank`` at time ``t`` belongs to.
+
+    A rank's own loads split its records; a rank that logged no load follows the earliest one."""
+    own = [s.rank_load_t[rank] for s in segments if rank in s.rank_load_t]
+    bounds = own or [s.load_t for s in segments]
+    k = sum(1 for b in bounds[1:] if t >= b)
+    return segments[min(k, len(segments) - 1)]
 
 
 def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineage:

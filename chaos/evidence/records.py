@@ -236,6 +236,12 @@ class Step(Record):
         """The dataset indices this rank consumed in the step, when the workload says."""
         return self._data.get("samples")
 
+    @property
+    def skipped(self) -> bool:
+        """The workload dropped the step's update (a guard's skip, a loss scaler's overflow): its samples were
+        consumed but never trained on."""
+        return self._data.get("skipped") is True
+
 
 class _Checkpoint(Record):
     __slots__ = ()

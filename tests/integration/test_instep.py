@@ -61,3 +61,20 @@ def test_a_low_bit_flip_stays_finite_passes_the_guard_and_the_replicas_diverge(t
     assert corrupt.verdict == "fail", corrupt.reason
     assert "step 20" in corrupt.reason and "differs from the fault-free run's" in corrupt.reason
     assert checks["rolled_back"].verdict == "fail" and "of attempt 0.0" in checks["rolled_back"].reason
+
+
+def test_a_guard_that_skips_the_step_keeps_the_weights_clean_and_loses_the_batch(tmp_path: Path) -> None:
+    """``--nonfinite skip`` (a loss scaler's answer to an overflow): the update of the bad step is dropped on every
+    rank, nothing poisoned is committed and the job never restarts, but the step's samples were consumed and
+    never trained on, and exactly_once names them (the rollback that trains them again is
+    experiments/nan-loss-rollback-ddp.yaml)."""
+    checks = run(tmp_path, "{kind: nan, rank: 1, where: loss, trigger: {at_step: 12}}",
+                 "[{completes: {max_restarts: 0}}, {detection: {max_s: 10, max_steps: 0}}, no_corrupt_commit, "
+                 "exactly_once]", args=", nonfinite: skip")
+    assert checks["completes"].verdict == "pass", checks["completes"].reason
+    assert checks["detection"].verdict == "pass", checks["detection"].reason
+    assert checks["no_corrupt_commit"].verdict == "pass", checks["no_corrupt_commit"].reason
+    once = checks["exactly_once"]
+    assert once.verdict == "fail", once.reason
+    assert "8 consumed by step(s) whose update the workload dropped (skipped: 0.0:13)" in once.reason, once.reason
+    assert once.figures["missing"]["count"] == 0 and once.figures["duplicated"]["count"] == 0

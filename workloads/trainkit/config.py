@@ -110,10 +110,10 @@ class TrainConfig:
     """Every N steps and before every save (periodic, health, preemption), compare an exact checksum of every rank's parameters; on disagreement (silent data corruption on a rank) name the rank in a health event and exit, so torchrun restarts from the last checkpoint (0: off; DDP only: FSDP shards hold no replicas)."""
 
     nonfinite: str = "off"
-    """What to do about a step whose loss or gradients are not finite (NaN, Inf) on any rank: off (train on, as a stack without a guard does), restart (name it in a health event and exit, so torchrun restarts from the last checkpoint)."""
+    """What to do about a step whose loss or gradients are not finite (NaN, Inf) on any rank: off (train on, as a stack without a guard does), restart (name it in a health event and exit, so torchrun restarts from the last checkpoint), rollback (name it and reload the last checkpoint in-process, then train the steps again; a bad step that comes back before the job got past it exits for a restart), skip (name it and drop the step's update, as a loss scaler does: the batch is never trained)."""
 
     nonfinite_exclude_after: int = 0
-    """With --nonfinite restart: the K-th bad step of one device (counted across restarts, in the checkpoint folder) excludes it: the rank records the exclusion and every rank stops the launch, which the scheduler starts again without that device (0: never; a persistent fault then restarts until max_restarts)."""
+    """With --nonfinite restart or rollback: the K-th bad step of one device (counted across restarts, in the checkpoint folder) excludes it: the rank records the exclusion and every rank stops the launch, which the scheduler starts again without that device (0: never; a persistent fault then restarts until max_restarts)."""
 
 
 def field_docs(cls: type) -> dict[str, str]:

@@ -3,9 +3,17 @@
 Before the optimizer steps, every rank checks its own loss and the (already all-reduced) gradient
 norm, and the ranks agree in one small all-reduce: a NaN on one rank is every rank's problem, and all
 of them must take the same branch. On a bad step the rank that saw it names it in a health event
-(``source: guard, code: nonfinite``) and, with policy ``restart``, every rank exits so torchrun
-restarts the job from the last committed checkpoint, which was saved before the bad step: nothing
-computed after it survives.
+(``source: guard, code: nonfinite``, ``action`` the policy), and every rank takes the same branch:
+
+- ``restart``: every rank exits so torchrun restarts the job from the last committed checkpoint, which
+  was saved before the bad step: nothing computed after it survives.
+- ``rollback``: every rank reloads the last committed checkpoint in-process and trains the steps
+  again (what Megatron's and torchft's in-job recovery do, without paying a restart). A bad step that
+  comes back before the job got past it is not transient: the guard then exits for a restart (and
+  the strikes below decide whether the device goes).
+- ``skip``: every rank drops the step's update (no optimizer step; the learning-rate schedule and the
+  data cursor move on), as a mixed-precision loss scaler does on an overflow. The batch is lost: its
+  step event says ``skipped``, and ``exactly_once`` names the samples that were never trained.
 
 A fault that comes back after the restart is persistent (a failing GPU): rolling back again would loop
 until torchrun's max_restarts ends the job. With ``exclude_after`` K, each rank that sees a bad step
@@ -32,11 +40,20 @@ from chaos.health.monitor import my_device, record_exclusion
 
 log = logging.getLogger("trainkit")
 
-POLICIES = ("off", "restart")
+POLICIES = ("off", "restart", "rollback", "skip")
 
 
 class NonFiniteStep(RuntimeError):
-    """Raised on every rank when a step's loss or gradients are not finite (policy restart)."""
+    """Raised on every rank when a step's loss or gradients are not finite (policy restart, or a rollback that did
+    not outrun the fault)."""
+
+
+class RollBack(NonFiniteStep):
+    """Raised on every rank when a step is not finite under policy rollback: reload the last checkpoint in-process."""
+
+
+class SkipStep(NonFiniteStep):
+    """Raised on every rank when a step is not finite under policy skip: drop its update."""
 
 
 class ExcludeDevice(NonFiniteStep):
@@ -54,6 +71,9 @@ class NonFiniteGuard:
         self.rank, self.local_rank, self.world_size = rank, local_rank, world_size
         self.exclude_after = exclude_after
         self.strikes_dir = strikes_dir
+        self.rolled_back_at: int | None = None
+        """The bad step the last in-process rollback answered: one at or before it again means the rollback did
+        not outrun the fault (every rank holds the same value: they agree on every bad step)."""
 
     @property
     def on(self) -> bool:
@@ -78,12 +98,15 @@ class NonFiniteGuard:
             return
         origin = {r: int(values[self.world_size + r]) for r in range(self.world_size) if values[self.world_size + r] > 0}
         persistent = [r for r, strikes in origin.items() if self.exclude_after and strikes >= self.exclude_after]
+        policy = self.policy
+        if policy == "rollback" and self.rolled_back_at is not None and step <= self.rolled_back_at:
+            policy = "restart"  # back before the job got past the step it rolled back from: not transient
         if self.rank in bad:
             device = my_device(self.local_rank)
             excluded = self.rank in persistent
             if self.rank in origin:
                 self._strike(step)
-            sdk.health(source="guard", code="nonfinite", device=device, action="exclude" if excluded else self.policy,
+            sdk.health(source="guard", code="nonfinite", device=device, action="exclude" if excluded else policy,
                        step=step, loss=_text(float(loss.detach())), grad_norm=_text(norm),
                        **({"strikes": origin[self.rank]} if self.rank in origin else {}))
             if excluded:
@@ -93,9 +116,17 @@ class NonFiniteGuard:
             log.warning("rank %d: step %d is not finite again on rank(s) %s (strike %d): excluding their device(s)",
                         self.rank, step, persistent, self.exclude_after)
             raise ExcludeDevice(f"step {step}: not finite on rank(s) {persistent} for the {self.exclude_after}th time")
-        log.warning("rank %d: step %d is not finite on rank(s) %s; exiting for a restart from the last checkpoint",
-                    self.rank, step, bad)
-        raise NonFiniteStep(f"step {step}: loss or gradients not finite on rank(s) {bad}")
+        what = f"step {step}: loss or gradients not finite on rank(s) {bad}"
+        if policy == "skip":
+            log.warning("rank %d: %s; dropping its update", self.rank, what)
+            raise SkipStep(what)
+        if policy == "rollback":
+            self.rolled_back_at = step
+            log.warning("rank %d: %s; rolling back to the last checkpoint in-process", self.rank, what)
+            raise RollBack(what)
+        log.warning("rank %d: %s%s; exiting for a restart from the last checkpoint", self.rank, what,
+                    " again after rolling back from it" if policy != self.policy else "")
+        raise NonFiniteStep(what)
 
     def _strike_file(self) -> str:
         host = os.environ.get("CHAOS_HOST") or socket.gethostname()

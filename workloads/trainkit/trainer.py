@@ -24,7 +24,7 @@ from .config import TrainConfig
 from .data import GlobalCursorSampler, SyntheticDataset
 from .dist import DistEnv, GroupComm, destroy_distributed, init_distributed
 from .formats import AppState, DdpFormat
-from .guard import ExcludeDevice, NonFiniteGuard
+from .guard import ExcludeDevice, NonFiniteGuard, NonFiniteStep, RollBack, SkipStep
 from .replicas import ReplicaCheck
 from .model import build_model
 from .rng import seed_rank
@@ -183,13 +183,21 @@ class Trainer:
             before_backward = time.monotonic()
             (loss_sum * (env.world_size / batch.global_size)).backward()
             after_backward = time.monotonic()
+            skipped = False
             if guard.on:
                 try:
                     guard.check(self.step + 1, loss_sum, params)
                 except ExcludeDevice:
                     self.stop_for_exclusion()
                     return
-            self.optimizer.step()
+                except SkipStep:
+                    skipped = True
+                except RollBack:
+                    self.roll_back()
+                    mark = time.monotonic()
+                    continue
+            if not skipped:
+                self.optimizer.step()
             self.optimizer.zero_grad(set_to_none=True)
             self.scheduler.step()
             self.step += 1
@@ -209,7 +217,8 @@ class Trainer:
             stop = total[1].item() > 0
             if stop:
                 self.sigterm.reached_stop()  # every rank agreed: what follows (the save) is not bounded
-            sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss)
+            # A skipped step consumed its batch without training on it: said so, the samples are not counted as used.
+            sdk.step(self.step, epoch=batch.epoch, samples=batch.indices, loss=loss, **({"skipped": True} if skipped else {}))
             named = detector.observe(self.step, total[2:].tolist()) if detector is not None else None
             if named is not None and self.on_straggler(named):
                 return
@@ -239,6 +248,21 @@ class Trainer:
                 return
             if cfg.step_sleep > 0:
                 time.sleep(cfg.step_sleep)
+
+    def roll_back(self) -> None:
+        """Every rank reloads the last committed checkpoint in-process (the guard's rollback), so the steps after it
+        are trained again from state the bad step never touched. The same load as a restart's resume: it names the
+        checkpoint in ``ckpt_load``, which starts a new segment of this attempt's lineage."""
+        self.optimizer.zero_grad(set_to_none=True)
+        self.checkpointer.wait()  # a save still being written may be the newest one to go back to
+        step, path = self.checkpointer.resume(self.app)
+        if path is None:
+            # Nothing committed yet: the starting state is gone from this process, and only a restart rebuilds it.
+            raise NonFiniteStep(f"step {self.step + 1} is not finite and no checkpoint was committed yet to roll back "
+                                f"to; exiting for a restart from the start")
+        log.warning("rank %d: rolled back from step %d to the checkpoint of step %d", self.env.rank if self.env else -1,
+                    self.step, step)
+        self.step = step
 
     def on_straggler(self, named: Straggler) -> bool:
         """Every rank names the same straggler at the same step. The straggler reports itself (the health

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from truth import Params, Truth, checks_for, play  # noqa: E402
+from truth import POISONED, Params, Truth, checks_for, play  # noqa: E402
 
 from chaos.evidence.outcome import CheckResult, FaultRecord, judge_protocol  # noqa: E402
 from chaos.registry import CHECKS  # noqa: E402
@@ -165,8 +165,38 @@ def drop_kept_step(t: Truth) -> Truth | None:
     step = t.resumed_from + 1
     if step > t.params.steps:
         return None
-    _drop(m, [r for r in _of(m, "step", "0.1") if r["step"] == step])
+    _drop(m, [r for r in _resumed_steps(m) if r["step"] == step])
     return m
+
+
+@operator("exactly_once", item="34")
+def kept_step_skipped(t: Truth) -> Truth | None:
+    """The workload dropped one kept step's update (a guard's skip policy, a loss scaler's overflow) and said so: its
+    samples were consumed and never trained on."""
+    m = _copy(t)
+    step = t.resumed_from + 1
+    if step > t.params.steps:
+        return None
+    for r in _resumed_steps(m):
+        if r["step"] == step:
+            r["skipped"] = True
+    return m
+
+
+def _in_process(t: Truth) -> bool:
+    return t.params.scenario == "nan" and t.params.rollback == "in_process"
+
+
+def _reload(m: Truth) -> dict[str, Any]:
+    """The first rank's ckpt_load of an in-process rollback (attempt 0.0's second load)."""
+    return [r for r in _of(m, "ckpt_load", "0.0")][m.params.world]
+
+
+def _resumed_steps(m: Truth) -> list[dict[str, Any]]:
+    """The step records of what ran after the resume: the restart's, or those after an in-process reload."""
+    if not _in_process(m):
+        return _of(m, "step", "0.1")
+    return [r for r in _of(m, "step", "0.0") if r["t"] > _reload(m)["t"]]
 
 
 @operator("exactly_once", item="existing")
@@ -379,6 +409,23 @@ def nan_resumed_from_poisoned(t: Truth) -> Truth | None:
     return m if m.resumed_from > p.fault_at else None
 
 
+@operator("no_corrupt_commit", "matches_golden", item="34")
+def reload_kept_the_poison(t: Truth) -> Truth | None:
+    """An in-process rollback that announced its reload (ckpt_load of the clean step) but kept the poisoned state:
+    the lineage looks rolled back, and every checkpoint it commits from then on, and its final state, hold the NaN."""
+    if not _in_process(t):
+        return None
+    m = _copy(t)
+    reload_t, acted = _reload(m)["t"], _of(m, "instep")[0]["step"]
+    for r in m.records:
+        if (r.get("ev") == "ckpt_verify" and r.get("seen") == "ckpt_commit" and r["t"] > reload_t
+                and r.get("step", 0) >= acted):
+            r["values"] = dict(POISONED, digest="poisoned-" + str(r["values"].get("digest")))
+    for r in _of(m, "final"):
+        r["digest"] = "poisoned-" + r["digest"]
+    return m
+
+
 @operator("detection", item="34")
 def nan_caught_late(t: Truth) -> Truth | None:
     """The guard caught the NaN two steps after it acted (no commit in between, so the restart is still clean):
@@ -425,7 +472,9 @@ def peer_left_waiting(t: Truth) -> Truth | None:
     if t.params.scenario != "nan":
         return None
     m = _copy(t)
-    exit0 = next(r for r in m.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0" and r.get("rank") == 0)
+    exit0 = (next(r for r in _of(m, "ckpt_load", "0.0") if r.get("rank") == 0 and r["t"] >= _reload(m)["t"])
+             if _in_process(m) else  # in-process: rank 0 stayed 60 s before it reloaded and trained on
+             next(r for r in m.records if r.get("ev") == "worker_exit" and r.get("attempt") == "0.0" and r.get("rank") == 0))
     for r in m.records:
         if r["t"] >= exit0["t"] and r is not exit0:
             r["t"] += 60.0
@@ -593,7 +642,7 @@ def final_short(t: Truth) -> Truth | None:
     last = t.params.steps - 2
     if last <= t.resumed_from:
         return None
-    _drop(m, [r for r in _of(m, "step", "0.1") if r["step"] > last])
+    _drop(m, [r for r in _resumed_steps(m) if r["step"] > last])
     for r in _of(m, "final"):
         r["step"] = last
     return m
@@ -620,7 +669,11 @@ def stall_before_resume(t: Truth) -> Truth | None:
     """The restart waits 600 s before anything happens (a rendezvous that hangs, a slow requeue)."""
     m = _copy(t)
     spawns = [r for r in m.records if r.get("ev") == "worker_spawn" and r.get("attempt") == "0.1"]
-    t0 = spawns[0]["t"]
+    # An in-process rollback (no restart): the reload waits instead.
+    reloads = [r for r in m.records if r.get("ev") == "ckpt_load" and r.get("attempt") == "0.0" and r.get("step")]
+    if not spawns and not reloads:
+        return None
+    t0 = (spawns or reloads)[0]["t"]
     for r in m.records:
         if r["t"] >= t0:
             r["t"] += 600.0
@@ -636,6 +689,8 @@ def stall_before_resume(t: Truth) -> Truth | None:
 def restart_never_started(t: Truth) -> Truth | None:
     """The restart's workers were spawned (the harness saw them, and saw them exit) but no rank of it ever sent
     start, nor anything after; the job still exited 0. A spawn is no restart: none happened, bounded or not."""
+    if _in_process(t):
+        return None  # no restart to fake
     m = _copy(t)
     # The restart's own records, and the witness's looks at the loads and commits it never made.
     _drop(m, [r for r in m.records if r.get("attempt") == "0.1"
@@ -728,7 +783,8 @@ def judged(params: Params) -> dict[str, dict[str, Any]]:
 
 SAMPLES = (Params(), Params(scenario="corrupt", fault_at=9), Params(scenario="hang", fault_at=9),
            Params(scenario="nan", fault_at=5), Params(scenario="nan", steps=13, ckpt_every=3, fault_at=7, world=3),
-           Params(scenario="nan", fault_at=8),
+           Params(scenario="nan", fault_at=8), Params(scenario="nan", fault_at=6, rollback="in_process"),
+           Params(scenario="nan", steps=13, ckpt_every=3, fault_at=7, world=3, rollback="in_process"),
            Params(scenario="resize"), Params(world=3, dataset=30, steps=10, ckpt_every=3, fault_at=7, seed=4),
            Params(steps=12, ckpt_every=4, fault_at=12), Params(epoch_base=1, fault_at=5))
 """Fixed truths the printed matrix is computed over (the property tests draw many more)."""

@@ -523,3 +523,16 @@ def test_a_partial_epoch_no_resume_entered_is_not_called_unjudged(sim, outcome_o
     assert result.verdict == "pass", result.reason
     assert "in partial epoch 1 (none twice; no resume inside it" in result.reason
     assert "not judged" not in result.reason
+
+
+def test_a_skipped_step_names_its_samples_as_never_trained_not_as_missing() -> None:
+    """A guard's skip (or a loss scaler's overflow) consumed the step's batch and dropped its update: its samples
+    are named once, as skipped, and the cursor moving past them is no gap on top."""
+    from mutations import kept_step_skipped, verdict_of
+    from truth import Params, play
+
+    truth = kept_step_skipped(play(Params()))
+    result = verdict_of("exactly_once", {}, truth)
+    assert result.verdict == "fail", result.reason
+    assert "4 consumed by step(s) whose update the workload dropped (skipped: 0.1:5)" in result.reason, result.reason
+    assert result.figures["skipped"]["count"] == 4 and result.figures["missing"]["count"] == 0

@@ -55,3 +55,24 @@ def test_a_run_without_commits_or_scans_proves_nothing_clean() -> None:
     none.records = [r for r in none.records if id(r) not in doomed]
     result = verdict_of("no_corrupt_commit", {}, none)
     assert result.verdict == "inconclusive" and "committed no checkpoint" in result.reason
+
+
+def test_an_in_process_rollback_is_judged_by_segment_not_by_attempt() -> None:
+    """The guard reloads step 4 in the same processes: the replayed steps 5-12 of attempt 0.0 are a new segment
+    of it, trained from before the fault, and must not count as computed after it."""
+    truth = play(Params(scenario="nan", fault_at=6, rollback="in_process"))
+    result = verdict_of("rolled_back", {}, truth)
+    assert result.verdict == "pass", result.reason
+    assert "acted in step 7 of attempt 0.0" in result.reason and "segment(s) 0.0#1 trained steps 7-12" in result.reason
+    assert verdict_of("no_corrupt_commit", {"golden_digests": True}, truth).verdict == "pass"
+    assert verdict_of("exactly_once", {}, truth).verdict == "pass"
+    assert verdict_of("completes", {"max_restarts": 0, "min_restarts": 0}, truth).verdict == "pass"
+
+
+def test_an_in_process_reload_of_a_checkpoint_saved_after_the_fault_keeps_its_poison() -> None:
+    """The guard lagged two steps past a commit (step 8 saved from the poisoned state) and reloaded that: the
+    steps the struck segment computed up to it are kept, and the check names them."""
+    truth = play(Params(scenario="nan", fault_at=6, rollback="in_process"), guard_lag=3)
+    result = verdict_of("rolled_back", {}, truth)
+    assert result.verdict == "fail" and "steps 7-8 of attempt 0.0" in result.reason, result.reason
+    assert verdict_of("no_corrupt_commit", {}, truth).verdict == "fail"

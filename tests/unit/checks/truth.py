@@ -51,6 +51,9 @@ class Params:
     seed: int = 0
     epoch_base: int = 0
     """The epoch number of the first epoch (a workload may count from 1)."""
+    rollback: str = "restart"
+    """nan scenario: how the guard goes back to the last checkpoint: ``restart`` (a new attempt) or ``in_process``
+    (the ranks reload it and train on in the same attempt, a new segment of its lineage)."""
 
 
 @dataclass
@@ -199,8 +202,9 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
         if path:
             look(attempt, "ckpt_load", path, load)
 
-    def look(attempt: str, seen: str, path: str, step: int, ok: bool = True) -> None:
-        event = [r for r in w.records if r["ev"] == seen and r.get("path") == path and r["attempt"] == attempt][0]
+    def look(attempt: str, seen: str, path: str, step: int, ok: bool = True, reloaded: bool = False) -> None:
+        event = [r for r in w.records if r["ev"] == seen and r.get("path") == path and r["attempt"] == attempt][
+            -1 if reloaded else 0]
         poisoned = attempt == "0.0" and bool(poisoned_from) and step >= poisoned_from[0]
         world = p.world if attempt == "0.0" else world_after
         digest = ("poisoned-" if poisoned else "") + state_digest(p, step, world)
@@ -264,10 +268,14 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
             w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
             return Truth(p, w.records, faults, golden_of(p), args, 0, None)
         w.rank("health", "0.0", p.world - 1, p.world, source="guard", code="nonfinite", device=p.world - 1,
-               action="restart", step=last + 1)
+               action="restart" if p.rollback == "restart" else "rollback", step=last + 1)
+        resumed_from = max(s for s in committed if s <= last)
+        if p.rollback == "in_process":
+            return _roll_back_in_process(p, w, faults, committed, batches, look, train, poisoned_from,
+                                         resumed_from if resume_step is None else resume_step, resume_path,
+                                         cursor_shift, step_shift)
         for rank in range(p.world):
             w.harness("worker_exit", worker_pid=w.pid("0.0", rank), rank=rank, node="h", attempt="0.0")
-        resumed_from = max(s for s in committed if s <= last)
     elif p.scenario == "hang":
         # The stopped rank stalls the collective; the peers' timeout fires and the agent tears the round down.
         w.tick(4.0)
@@ -297,6 +305,34 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
         w.harness("worker_exit", worker_pid=w.pid("0.1", rank), rank=rank, node="h", attempt="0.1")
     w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
     return Truth(p, w.records, faults, golden_of(p), args, resumed_from, corrupted)
+
+
+def _roll_back_in_process(p: Params, w: "_Writer", faults: list[FaultRecord], committed: dict[int, dict[str, Any]],
+                          batches: list[tuple[int, list[int]]], look: Callable[..., None], train: Callable[..., None],
+                          poisoned_from: list[int], resumed_from: int, resume_path: str | None, cursor_shift: int,
+                          step_shift: int) -> Truth:
+    """The nan scenario's guard reloads the checkpoint of ``resumed_from`` in the same processes and trains on."""
+    faults[-1].t_revert = w.t
+    path = (committed[resumed_from]["path"] if resumed_from in committed else f"/ckpt/step_{resumed_from:06d}") \
+        if resume_path == AUTO else resume_path
+    for rank in range(p.world):
+        w.rank("ckpt_load", "0.0", rank, p.world, step=resumed_from, path=path)
+    if path:
+        look("0.0", "ckpt_load", path, resumed_from, reloaded=True)
+    tainted = resumed_from >= poisoned_from[0]
+    if not tainted:
+        poisoned_from.clear()  # what this process commits from here on was trained from the clean checkpoint
+    done = sum(len(take) for _, take in batches[:resumed_from]) + cursor_shift * p.batch * p.world
+    rest = _batches_from(p, p.world, max(0, done), p.steps - resumed_from)
+    train("0.0", p.world, resumed_from + 1, p.steps, [None] * resumed_from + rest, shift=step_shift)  # type: ignore[list-item]
+    digest = ("poisoned-" if tainted else "") + state_digest(p, p.steps, p.world)
+    for rank in range(p.world):
+        w.rank("final", "0.0", rank, p.world, step=p.steps + step_shift, digest=digest)
+    for rank in range(p.world):
+        w.harness("worker_exit", worker_pid=w.pid("0.0", rank), rank=rank, node="h", attempt="0.0")
+    w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
+    return Truth(p, w.records, faults, golden_of(p), {"steps": p.steps, "ckpt_every": p.ckpt_every, "seed": p.seed},
+                 resumed_from, None)
 
 
 def _batches_from(p: Params, world: int, consumed: int, steps: int) -> list[tuple[int, list[int]]]:
@@ -349,6 +385,9 @@ def checks_for(p: Params) -> dict[str, dict[str, Any]]:
         out.pop("detection")
     if p.scenario != "nan":
         out.pop("rolled_back")  # judges in-step faults only
+    elif p.rollback == "in_process":  # no restart: nothing for a restart's figures to time
+        out["completes"] = {"max_restarts": 0, "min_restarts": 0}
+        out.pop("recovery_time")
     if p.scenario == "resize":  # digests cannot match: the experiment opts into the final-loss standard
         out["matches_golden"] = {"world_size_change": "final_loss"}
         out["no_corrupt_commit"] = {}  # nor can the checkpoints after the resize

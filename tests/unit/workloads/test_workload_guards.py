@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 import torch
 import torch.distributed as dist
-from trainkit.guard import NonFiniteGuard, NonFiniteStep
+from trainkit.guard import NonFiniteGuard, NonFiniteStep, RollBack, SkipStep
 from trainkit.replicas import ReplicaCheck, checksum
 
 
@@ -49,8 +49,34 @@ def test_the_guard_stops_a_non_finite_step_and_passes_a_finite_one(one_rank: Non
     with pytest.raises(NonFiniteStep):
         guard.check(3, torch.tensor(1.0), [p])
     assert [s["code"] for s in said] == ["nonfinite", "nonfinite"] and said[0]["source"] == "guard"
-    with pytest.raises(ValueError, match="--nonfinite must be one of off, restart"):
-        NonFiniteGuard("skip", 0, 0, 1)
+    with pytest.raises(ValueError, match="--nonfinite must be one of off, restart, rollback, skip"):
+        NonFiniteGuard("retry", 0, 0, 1)
+
+
+def test_a_rollback_that_does_not_outrun_the_fault_becomes_a_restart(one_rank: None, monkeypatch) -> None:
+    """Policy rollback answers a bad step by reloading in-process; a bad step at or before the one it rolled back
+    from comes back before the job got past it (not transient): the guard exits for a restart instead, and says
+    so in the health event's action. One past it is a new fault, rolled back again."""
+    from chaos import sdk
+
+    said: list[dict] = []
+    monkeypatch.setattr(sdk, "health", lambda **kw: said.append(kw))
+    guard = NonFiniteGuard("rollback", 0, 0, 1)
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.ones(3)
+    with pytest.raises(RollBack, match="step 26"):
+        guard.check(26, torch.tensor(math.nan), [p])
+    guard.check(21, torch.tensor(1.0), [p])  # the replay from the checkpoint of step 20
+    with pytest.raises(NonFiniteStep) as again:
+        guard.check(22, torch.tensor(math.nan), [p])
+    assert not isinstance(again.value, RollBack)
+    with pytest.raises(RollBack):
+        guard.check(27, torch.tensor(math.nan), [p])
+    assert [s["action"] for s in said] == ["rollback", "restart", "rollback"]
+    skip = NonFiniteGuard("skip", 0, 0, 1)
+    with pytest.raises(SkipStep):
+        skip.check(5, torch.tensor(math.inf), [p])
+    assert said[-1]["action"] == "skip"
 
 
 def test_a_single_replica_always_agrees_with_itself(one_rank: None) -> None:
