@@ -13,7 +13,8 @@ from typing import Any
 
 from chaos.errors import CapabilityError
 
-EXTRAS = {"torchdata": "stateful", "accelerate": "accelerate", "transformers": "hf", "lightning": "lightning"}
+EXTRAS = {"torchdata": "stateful", "accelerate": "accelerate", "transformers": "hf", "lightning": "lightning",
+          "torchft": "torchft"}
 """Module -> the extra of this package that installs it (pip install ".[stateful]")."""
 
 

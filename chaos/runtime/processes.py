@@ -81,6 +81,10 @@ class ProcessTree:
         self.generation = 0
         """The newest round of workers: a round starts when a worker appears while none of the last one lives."""
         self._members: set[tuple[int, float]] = set()
+        self.independent_nodes = False
+        """Each node's workers make rounds of their own (the replica groups of a drop-replica job, chaos.targets.torchft,
+        restart apart: one group's new worker is not a new round of the groups that never stopped)."""
+        self._node_rounds: dict[str, tuple[int, set[tuple[int, float]]]] = {}
 
     def add_root(self, node: str, pid: int) -> None:
         self.roots[node] = psutil.Process(pid)
@@ -151,6 +155,8 @@ class ProcessTree:
         new = [w for w in live if w.generation == 0]
         if not new:
             return live
+        if self.independent_nodes:
+            return self._number_node_rounds(live)
         if not self._members & {w.key for w in live}:
             self.generation += 1
             self._members = set()
@@ -160,6 +166,24 @@ class ProcessTree:
                 w = replace(w, generation=self.generation)
                 self._seen[w.key] = w
                 self._members.add(w.key)
+            out.append(w)
+        return out
+
+    def _number_node_rounds(self, live: list[Worker]) -> list[Worker]:
+        """``_number_rounds`` per node: a node's round starts when one of its workers appears while none of its last
+        round lives; the numbers stay unique across nodes (the runner and the history key rounds by number)."""
+        keys = {w.key for w in live}
+        out = []
+        for w in live:
+            if w.generation == 0:
+                gen, members = self._node_rounds.get(w.node, (0, set()))
+                if not members & keys:
+                    self.generation += 1
+                    gen, members = self.generation, set()
+                members.add(w.key)
+                self._node_rounds[w.node] = (gen, members)
+                w = replace(w, generation=gen)
+                self._seen[w.key] = w
             out.append(w)
         return out
 

@@ -29,6 +29,9 @@ NOT_SIMULATED = {
     "struck_mid_save": "judges a kill's timing against a save in flight (test_struck_mid_save.py)",
     "saved_on_preempt": "judges a SIGTERM save against a preemption (test_saved_on_preempt.py)",
     "fault_mix": "judges which fault families fired in a game day (test_fault_mix.py)",
+    "survivor_progress": "judges a drop-replica job's replica groups, which the simulator's DDP job has none of "
+                         "(test_replica_groups.py)",
+    "replicas_converge": "judges a drop-replica job's heals and per-step weight checksums (test_replica_groups.py)",
 }
 """Checks whose evidence the simulator does not play, and where their lies are tested instead. A new
 check must join ``truth.CONFIGS`` or this list: it cannot be left out of the method by accident."""

@@ -92,6 +92,24 @@ def test_rounds_are_numbered_by_what_is_alive() -> None:
     assert tree._number_rounds(second) == second, "a known worker keeps its round"
 
 
+def test_independent_nodes_number_their_rounds_apart() -> None:
+    """Replica groups of a drop-replica job (target torchft) restart alone: rg1's new worker, appearing while rg0's
+    first one lives, starts rg1's next round and leaves rg0's round (and its attempt label) alone."""
+    from chaos.runtime.processes import Worker
+
+    tree = ProcessTree()
+    tree.independent_nodes = True
+
+    def w(pid: int, node: str) -> Worker:
+        return Worker(pid=pid, create_time=float(pid), rank=0, local_rank=0, restart_count=0, node=node)
+
+    first = tree._number_rounds([w(10, "rg0")])
+    both = tree._number_rounds([first[0], w(20, "rg1")])
+    assert [x.generation for x in both] == [1, 2]
+    again = tree._number_rounds([both[0], w(21, "rg1")])
+    assert [x.generation for x in again] == [1, 3], "rg1's replacement is rg1's next round; rg0 keeps round 1"
+
+
 def _ready(code: str) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"

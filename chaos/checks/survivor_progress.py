@@ -1,0 +1,114 @@
+"""``survivor_progress``: when a fault takes a replica group out of a drop-replica job (torchft), the others train on.
+
+Drop-replica recovery promises that the job never stops the world: the replica groups a fault did not
+strike keep committing steps, pausing only while the quorum notices the loss (torchft: about the
+lighthouse's heartbeat timeout), and finish. For each fault that struck a replica group, each other
+group's process that was alive when it struck must commit steps from then on with no stretch longer
+than ``max_stall_s`` without one, until it finished (its ``final``) or a later fault struck it; a
+survivor that stopped, exited or never finished is the stop-the-world this strategy exists to avoid.
+Which group a process belongs to is the harness's word (it saw the process spawn on node ``rg<k>``),
+and a process whose records claim another group is a contradiction, never a pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.replica_groups import Groups, Process, largest_gap, replica_groups, struck_groups
+
+
+class SurvivorProgressConfig(CheckConfig):
+    max_stall_s: float = Field(default=10.0, gt=0)
+    """The longest a surviving replica group may go without committing a step after a fault struck another (torchft: the lighthouse's heartbeat timeout plus a step)."""
+
+
+class SurvivorProgress(Check, kind="survivor_progress"):
+    """The replica groups a fault did not strike kept committing steps (no stall beyond max_stall_s) and finished."""
+
+    Config = SurvivorProgressConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        groups = replica_groups(outcome.history)
+        if not groups.processes:
+            return self.inconclusive("no process spoke for a replica group (a worker the harness saw on node rg<k>, "
+                                     "or start/step records with replica_group): run a drop-replica job on target "
+                                     "torchft, reporting through chaos.integrations.torchft")
+        if groups.contradictions:
+            return self.failed("; ".join(groups.contradictions[:3]))
+        faults = [f for f in outcome.injected_faults if f.injected and f.t_inject is not None]
+        struck = {f.label: struck_groups(f, groups) for f in faults}
+        judged = [f for f in faults if struck[f.label]]
+        if not judged:
+            return self.inconclusive("no injected fault struck a replica group (none hit one of its processes or "
+                                     "named a node rg<k>), so no group survived anything")
+        figures: dict[str, Any] = {}
+        for fault in judged:
+            problem, figs = self._judge(fault, struck[fault.label], groups, judged, struck)
+            figures[fault.label] = figs
+            if problem is not None:
+                return problem(f"{fault.label}: {figs['why']}", **figures)
+        return self.passed("; ".join(f"{label}: {figs['why']}" for label, figs in figures.items()), **figures)
+
+    def _judge(self, fault: FaultRecord, hit: set[int], groups: Groups, faults: list[FaultRecord],
+               struck: dict[str, set[int]]) -> tuple[Any, dict[str, Any]]:
+        t0 = float(fault.t_inject or 0.0)
+        bound = self.config.max_stall_s
+        alive = {g: [p for p in groups.of_group(g) if _alive_at(p, t0)] for g in groups.groups if g not in hit}
+        figs: dict[str, Any] = {"struck_groups": sorted(hit), "survivors": {}}
+        if not any(alive.values()):
+            figs["why"] = (f"it struck replica group(s) {_names(hit)}, and no other group had a process running then: "
+                           f"there was no survivor to keep training")
+            return self.inconclusive, figs
+        for g, procs in sorted(alive.items()):
+            for proc in procs:
+                # A later fault that strikes this survivor ends what it owes this one.
+                later = [float(f.t_inject or 0.0) for f in faults
+                         if g in struck[f.label] and float(f.t_inject or 0.0) > t0]
+                end = min(later) if later else (proc.final.t if proc.final is not None else None)
+                name = f"rg{g} (pid {proc.pid})"
+                if end is None:
+                    gone = (f"exited {proc.exited - t0:.1f} s after it" if proc.exited is not None
+                            else "wrote no final event")
+                    figs["survivors"][name] = {"finished": False}
+                    figs["why"] = (f"it struck {_names(hit)}; survivor {name} {gone} and never finished: a survivor "
+                                   f"that stops is the stop-the-world drop-replica recovery exists to avoid")
+                    return self.failed, figs
+                top = max((int(r["step"]) for p in groups.processes.values() for r in p.steps), default=0)
+                if not later and int(proc.final.get("step") or 0) < top:  # type: ignore[union-attr]
+                    figs["survivors"][name] = {"finished": False}
+                    figs["why"] = (f"it struck {_names(hit)}; survivor {name} wrote its final at step "
+                                   f"{proc.final.get('step')}, short of step {top} that the job reached: it stopped "  # type: ignore[union-attr]
+                                   f"early")
+                    return self.failed, figs
+                gap = largest_gap([r.t for r in proc.steps], t0, end)
+                stall = 0.0 if gap is None else gap[1] - gap[0]
+                after = [r for r in proc.steps if t0 < r.t <= end]
+                figs["survivors"][name] = {"stall_s": round(stall, 3), "steps_after": len(after),
+                                           "first_step_after": int(after[0]["step"]) if after else None,
+                                           "finished": later == []}
+                if stall > bound:
+                    figs["why"] = (f"it struck {_names(hit)}; survivor {name} went {stall:.2f} s without committing a "
+                                   f"step ({gap[0] - t0:.2f}-{gap[1] - t0:.2f} s after it), beyond the bound of "
+                                   f"{bound:g} s")
+                    return self.failed, figs
+        worst = max(v["stall_s"] for v in figs["survivors"].values())
+        steps = sum(v["steps_after"] for v in figs["survivors"].values())
+        figs["max_stall_s"] = worst
+        figs["why"] = (f"it struck {_names(hit)}; {len(figs['survivors'])} survivor process(es) committed {steps} "
+                       f"step(s) after it and finished, the longest stall {worst:.2f} s (bound {bound:g} s)")
+        return None, figs
+
+
+def _alive_at(proc: Process, t: float) -> bool:
+    began = proc.started if proc.started is not None else (proc.steps[0].t if proc.steps else None)
+    if began is None or began > t:
+        return False
+    ended = proc.exited if proc.exited is not None else (proc.final.t if proc.final is not None else None)
+    return ended is None or ended > t
+
+
+def _names(groups: set[int]) -> str:
+    return ", ".join(f"rg{g}" for g in sorted(groups))

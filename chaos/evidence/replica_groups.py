@@ -1,0 +1,122 @@
+"""What each replica group of a drop-replica job (torchft) did: its processes, steps, heals and the faults that struck it.
+
+A replica group's processes come and go without a job-wide restart: the harness saw each one spawn
+on the group's node (``rg<k>``, chaos.targets.torchft) and each says ``replica_group`` in its own
+records (chaos.integrations.torchft). The harness's word decides which group a process belongs to;
+a process whose own records name another group contradicts it, and that is a finding, not a detail.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from chaos.evidence.events import History, Record
+from chaos.evidence.outcome import FaultRecord
+
+NODE = re.compile(r"^rg(\d+)$")
+
+
+@dataclass
+class Process:
+    """One process of a replica group, as the harness and its own records saw it."""
+
+    pid: int
+    group: int
+    started: float | None = None
+    """Its ``start`` record's time (None: it never said start)."""
+    steps: list[Record] = field(default_factory=list)
+    """Its committed steps (``step`` events), in time order."""
+    heals: list[Record] = field(default_factory=list)
+    final: Record | None = None
+    exited: float | None = None
+    """When the harness saw it exit (None: it was still running at the end, or the harness never watched it)."""
+
+
+@dataclass
+class Groups:
+    processes: dict[int, Process]
+    contradictions: list[str]
+
+    def of_group(self, group: int) -> list[Process]:
+        return sorted((p for p in self.processes.values() if p.group == group), key=lambda p: p.started or 0.0)
+
+    @property
+    def groups(self) -> list[int]:
+        return sorted({p.group for p in self.processes.values()})
+
+
+def _claimed(record: Record) -> int | None:
+    value = record.get("replica_group")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def replica_groups(history: History) -> Groups:
+    """Every process that spoke for a replica group, by pid; each step, heal and final assigned to its process."""
+    spawned: dict[int, int] = {}
+    exits: dict[int, float] = {}
+    for r in history.of("worker_spawn"):
+        m = NODE.match(str(r.get("node", "")))
+        if m and isinstance(r.get("worker_pid"), int):
+            spawned[int(r["worker_pid"])] = int(m.group(1))
+    for r in history.of("worker_exit"):
+        if isinstance(r.get("worker_pid"), int):
+            exits[int(r["worker_pid"])] = r.t
+    processes: dict[int, Process] = {}
+    contradictions: list[str] = []
+
+    def process_of(record: Record) -> Process | None:
+        pid = record.get("pid")
+        if not isinstance(pid, int):
+            return None
+        claimed = _claimed(record)
+        group = spawned.get(pid, claimed)
+        if group is None:
+            return None
+        if claimed is not None and claimed != group:
+            contradictions.append(f"pid {pid}, which the harness saw spawn in replica group {group}, reports "
+                                  f"{record.ev} as replica group {claimed}")
+        proc = processes.get(pid)
+        if proc is None:
+            proc = processes[pid] = Process(pid, group, exited=exits.get(pid))
+        return proc
+
+    for r in history.of("start", "step", "heal", "final"):
+        if r.get("source") in ("harness", "output"):
+            continue
+        proc = process_of(r)
+        if proc is None:
+            continue
+        if r.ev == "start":
+            proc.started = r.t if proc.started is None else min(proc.started, r.t)
+        elif r.ev == "step" and isinstance(r.get("step"), int):
+            proc.steps.append(r)
+        elif r.ev == "heal":
+            proc.heals.append(r)
+        elif r.ev == "final":
+            proc.final = r
+    for proc in processes.values():
+        proc.steps.sort(key=lambda r: r.t)
+        proc.heals.sort(key=lambda r: r.t)
+    return Groups(processes, contradictions)
+
+
+def struck_groups(fault: FaultRecord, groups: Groups) -> set[int]:
+    """The replica groups a fault acted on: those of the processes it hit (its ``pids``), or the node it named."""
+    out = {groups.processes[int(p)].group for p in fault.details.get("pids") or []
+           if isinstance(p, int) and int(p) in groups.processes}
+    for key in ("node", "nodes"):
+        named = fault.details.get(key)
+        for name in named if isinstance(named, list) else [named]:
+            m = NODE.match(str(name or ""))
+            if m:
+                out.add(int(m.group(1)))
+    return out
+
+
+def largest_gap(times: list[float], since: float, until: float) -> tuple[float, float] | None:
+    """The longest stretch in [since, until] with no time in ``times``: (start, end)."""
+    points = [since] + sorted(t for t in times if since < t < until) + [until]
+    if until <= since:
+        return None
+    return max(zip(points, points[1:]), key=lambda ab: ab[1] - ab[0])
