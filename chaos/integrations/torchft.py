@@ -20,7 +20,8 @@ outside. The loop reports it::
         report.step(step, committed, epoch=epoch, samples=indices, loss=loss, params=model.parameters())
 
 Each record carries ``replica_group``. A committed step is a ``step`` event with the group's
-``participants`` and a ``digest`` of its weights (an exact checksum: replicas that agree have the
+``participants``, whether its own batch took part (``participating``: a group that healed in the step did
+not contribute its gradient), and a ``digest`` of its weights (an exact checksum: replicas that agree have the
 same one at the same step, chaos.checks.replicas_converge); a step torchft discarded
 (``should_commit`` false: a peer died inside the all-reduce) is a ``discard`` event with the samples it
 did not train; a heal is a ``heal`` event with the step the group was healed to.
@@ -82,7 +83,9 @@ class Reporter:
     def step(self, step: int, committed: bool, *, epoch: int, samples: list[int], loss: float,
              params: Iterable[Any]) -> None:
         if committed:
+            # A group that healed in this step committed it with its peers' average, not its own batch's gradient.
             sdk.step(step, epoch=epoch, samples=samples, loss=loss, replica_group=self.group,
-                     participants=int(self.manager.num_participants()), digest=weights_checksum(params))
+                     participants=int(self.manager.num_participants()),
+                     participating=bool(self.manager.is_participating()), digest=weights_checksum(params))
         else:
             sdk.emit("discard", step=step, epoch=epoch, samples=samples, replica_group=self.group)

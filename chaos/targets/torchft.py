@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 from pydantic import Field
 
-from chaos.errors import CapabilityError, HarnessError
+from chaos.errors import CapabilityError, FaultError, HarnessError
 from chaos.runtime.context import RunContext
 from chaos.runtime.launch import Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.runtime.undo import KillTree
@@ -69,6 +69,8 @@ class Torchft(Target, kind="torchft"):
     def __init__(self, config: TorchftConfig) -> None:
         super().__init__(config)
         self.port = 0
+        self.relaunches = 0
+        self.stopping = False
 
     @property
     def node_count(self) -> int:
@@ -118,29 +120,75 @@ class Torchft(Target, kind="torchft"):
                 heartbeat_timeout_ms=self.config.heartbeat_timeout_ms, min_replicas=self.config.min_replicas)
 
     def launch(self, run: RunContext) -> list[Node]:
-        self.nodes = []
-        groups = self.config.replica_groups
         run.tree.independent_nodes = True  # a group restarts alone: its new worker is no new round of the others
-        for g in range(groups):
-            name = f"rg{g}"
-            env = workload_env(run, name)
-            env.update({"REPLICA_GROUP_ID": str(g), "NUM_REPLICA_GROUPS": str(groups),
-                        "TORCHFT_LIGHTHOUSE": f"http://127.0.0.1:{self.port}",
-                        # Loopback for the replicas' gloo group: the host's name may resolve elsewhere.
-                        "GLOO_SOCKET_IFNAME": "lo"})
-            # Each group is a single-node job whose Manager is a client of the store torchrun's agent shares at
-            # MASTER_PORT; the fresh-store-per-attempt setting of multi-node targets would leave it none to reach.
-            if "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in run.experiment.workload.env:
-                env.pop("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", None)
-            out = open(run.run_dir / "output.log", "ab")
-            proc = subprocess.Popen(self._argv(run), env=env, stdout=out, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True, cwd=workload_cwd(run))
-            out.close()
-            run.ledger.push("target/procs", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
-            run.tree.add_root(name, proc.pid)
-            self.nodes.append(Node(name=name, rank=g, proc=proc))
-            run.log("node_launch", node=name, pid=proc.pid, replica_group=g)
+        self.nodes = [Node(name=f"rg{g}", rank=g) for g in range(self.config.replica_groups)]
+        for node in self.nodes:
+            self._start(run, node, run.launch_no)
         return self.nodes
 
+    def _start(self, run: RunContext, node: Node, launch_no: int) -> None:
+        env = workload_env(run, node.name)
+        env.update({"REPLICA_GROUP_ID": str(node.rank), "NUM_REPLICA_GROUPS": str(self.config.replica_groups),
+                    "TORCHFT_LIGHTHOUSE": f"http://127.0.0.1:{self.port}", "CHAOS_LAUNCH": str(launch_no),
+                    # Loopback for the replicas' gloo group: the host's name may resolve elsewhere.
+                    "GLOO_SOCKET_IFNAME": "lo"})
+        # Each group is a single-node job whose Manager is a client of the store torchrun's agent shares at
+        # MASTER_PORT; the fresh-store-per-attempt setting of multi-node targets would leave it none to reach.
+        if "TORCH_DISABLE_SHARE_RDZV_TCP_STORE" not in run.experiment.workload.env:
+            env.pop("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", None)
+        out = open(run.run_dir / "output.log", "ab")
+        proc = subprocess.Popen(self._argv(run), env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, cwd=workload_cwd(run))
+        out.close()
+        run.ledger.push("target/procs", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
+        run.tree.add_root(node.name, proc.pid)
+        node.proc = proc
+        run.log("node_launch", node=node.name, pid=proc.pid, replica_group=node.rank, launch=launch_no)
+
+    def take_down(self, run: RunContext, group: int, sig: int, *, returning: bool) -> list[int]:
+        """Signal every process of replica group ``group`` (its agent and workers) at once; ``returning``: the
+        job waits for ``bring_back`` before it can end (a group that comes back after its peers finished)."""
+        node = self._node(group)
+        procs = [p for name, p in run.tree.processes() if name == node.name]
+        if not procs:
+            raise FaultError(f"replica group rg{group} has no live process left to take down")
+        # Marked before acting: its exit code is the fault's doing, not the job's verdict.
+        node.info["lost"] = True
+        node.info["returning"] = returning
+        pids = []
+        for p in procs:
+            try:
+                p.send_signal(sig)
+                pids.append(p.pid)
+            except psutil.NoSuchProcess:
+                continue
+        return pids
+
+    def bring_back(self, run: RunContext, group: int) -> int | None:
+        """Start replica group ``group`` again as a new torchrun job (a new launch number: its restart count starts
+        over); None when the run is being stopped (nothing comes back then)."""
+        node = self._node(group)
+        node.info["returning"] = False
+        if self.stopping:
+            return None
+        if node.proc is not None and node.proc.poll() is None:
+            node.proc.wait(timeout=10)  # the agent the fault killed is still being reaped
+        self.relaunches += 1
+        node.info["lost"] = False
+        self._start(run, node, run.launch_no + self.relaunches)
+        return node.proc.pid if node.proc is not None else None
+
+    def _node(self, group: int) -> Node:
+        node = next((n for n in self.nodes if n.rank == group), None)
+        if node is None:
+            raise FaultError(f"no replica group rg{group}; the run has {', '.join(n.name for n in self.nodes)}")
+        return node
+
     def exit_code(self) -> int | None:
+        if any(n.info.get("returning") for n in self.nodes):
+            return None  # a group taken down for a while is still to come back: the job is not over
         return surviving_exit_code(self.nodes)
+
+    def stop(self, run: RunContext) -> None:
+        self.stopping = True
+        super().stop(run)

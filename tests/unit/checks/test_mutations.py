@@ -32,6 +32,7 @@ NOT_SIMULATED = {
     "survivor_progress": "judges a drop-replica job's replica groups, which the simulator's DDP job has none of "
                          "(test_replica_groups.py)",
     "replicas_converge": "judges a drop-replica job's heals and per-step weight checksums (test_replica_groups.py)",
+    "drop_replica_samples": "judges a drop-replica job's (group, step) shares of the data (test_replica_groups.py)",
 }
 """Checks whose evidence the simulator does not play, and where their lies are tested instead. A new
 check must join ``truth.CONFIGS`` or this list: it cannot be left out of the method by accident."""

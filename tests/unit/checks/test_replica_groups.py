@@ -20,8 +20,23 @@ from chaos.registry import CHECKS
 KILL_T = 2000.0
 
 
+DATASET, BATCH = 32, 4
+"""Two groups of 4 samples per step over 32 samples: an epoch every 4 steps."""
+
+
 def digest(step: int) -> str:
     return f"{step * 7919:016x}"
+
+
+def samples_of(step: int, group: int) -> tuple[int, list[int]]:
+    """(epoch, indices) group ``group`` trains in ``step``: its part of the step's slice of a seeded permutation."""
+    first = (step - 1) * BATCH * 2 + group * BATCH
+    epoch = first // DATASET
+    perm = list(range(DATASET))
+    import random
+
+    random.Random(epoch).shuffle(perm)
+    return epoch, perm[first % DATASET:first % DATASET + BATCH]
 
 
 def job(steps: int = 60, kill_at: int = 15, pause: float = 2.0, up: float = 5.0, heal: bool = True,
@@ -39,24 +54,27 @@ def job(steps: int = 60, kill_at: int = 15, pause: float = 2.0, up: float = 5.0,
     t0 = KILL_T - kill_at * 0.1 - 1.0
     for pid, group in ((100, 0), (201, 1)):
         harness("worker_spawn", t0, worker_pid=pid, rank=0, node=f"rg{group}", attempt="0.0", generation=1)
-        rank("start", t0 + 0.5, pid, group, local_rank=0, device="cpu", dataset_size=256)
+        rank("start", t0 + 0.5, pid, group, local_rank=0, device="cpu", dataset_size=DATASET, num_replica_groups=2)
     for s in range(1, kill_at + 1):
         t = t0 + 1.0 + s * 0.1 - 0.05
         for pid, group in ((100, 0), (201, 1)):
-            rank("step", t, pid, group, step=s, epoch=0, samples=[], loss=1.0, participants=2, digest=digest(s))
+            e, take = samples_of(s, group)
+            rank("step", t, pid, group, step=s, epoch=e, samples=take, loss=1.0, participants=2, digest=digest(s))
     harness("worker_exit", KILL_T + 0.01, worker_pid=201, rank=0, node="rg1", attempt="0.0")
     t = KILL_T + pause
     for s in range(kill_at + 1, steps + 1):
-        rank("step", t, 100, 0, step=s, epoch=0, samples=[], loss=1.0, participants=1, digest=digest(s))
+        e, take = samples_of(s, 0)
+        rank("step", t, 100, 0, step=s, epoch=e, samples=take, loss=1.0, participants=1, digest=digest(s))
         t += 0.1
     rank("final", t, 100, 0, step=steps, digest="f" * 64)
     end = t
     back = end + 1.0 if late else KILL_T + up
     harness("worker_spawn", back - 0.5, worker_pid=302, rank=0, node="rg1", attempt="0.1", generation=2)
-    rank("start", back, 302, 1, local_rank=0, device="cpu", dataset_size=256)
+    rank("start", back, 302, 1, local_rank=0, device="cpu", dataset_size=DATASET, num_replica_groups=2)
     if late:
         for s in range(1, steps + 1):
-            rank("step", back + s * 0.1, 302, 1, step=s, epoch=0, samples=[], loss=1.0, participants=1,
+            e, take = samples_of(s, 0)
+            rank("step", back + s * 0.1, 302, 1, step=s, epoch=e, samples=take, loss=1.0, participants=1,
                  digest=f"{s:016x}")
         rank("final", back + steps * 0.1 + 0.1, 302, 1, step=steps, digest="e" * 64)
     else:
@@ -64,7 +82,8 @@ def job(steps: int = 60, kill_at: int = 15, pause: float = 2.0, up: float = 5.0,
         if heal:
             rank("heal", back + 0.15, 302, 1, step=joined["step"] - 1, participants=2)
         for r in [r for r in recs if r["ev"] == "step" and r["pid"] == 100 and r["step"] >= joined["step"]]:
-            rank("step", r["t"] + 0.001, 302, 1, step=r["step"], epoch=0, samples=[], loss=1.0, participants=2,
+            e, take = samples_of(r["step"], 1)
+            rank("step", r["t"] + 0.001, 302, 1, step=r["step"], epoch=e, samples=take, loss=1.0, participants=2,
                  digest=r["digest"])
         rank("final", end + 0.001, 302, 1, step=steps, digest="f" * 64)
     recs.sort(key=lambda r: r["t"])
@@ -78,10 +97,14 @@ def verdict(kind: str, records: list[dict[str, Any]], faults: list[FaultRecord],
     return check.evaluate(make_outcome(History([dict(r) for r in records]), faults=copy.deepcopy(faults)))
 
 
-@pytest.mark.parametrize("kind", ["survivor_progress", "replicas_converge"])
+CONFIG = {"survivor_progress": {"max_stall_s": 3}, "replicas_converge": {},
+          "drop_replica_samples": {"max_lost_fraction": 0.5}}
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIG))
 def test_the_truth_passes(kind: str) -> None:
     recs, faults = job()
-    result = verdict(kind, recs, faults, **({"max_stall_s": 3} if kind == "survivor_progress" else {}))
+    result = verdict(kind, recs, faults, **CONFIG[kind])
     assert result.verdict == "pass", result.reason
 
 
@@ -118,7 +141,7 @@ def test_a_process_that_claims_another_group_is_a_contradiction() -> None:
     for r in recs:
         if r["pid"] == 100 and r["ev"] == "step" and r["step"] == 30:
             r["replica_group"] = 1
-    for kind in ("survivor_progress", "replicas_converge"):
+    for kind in CONFIG:
         result = verdict(kind, recs, faults)
         assert result.verdict == "fail" and "reports step as replica group 1" in result.reason, result.reason
 
@@ -127,7 +150,7 @@ def test_no_replica_groups_and_no_struck_group_prove_nothing() -> None:
     recs, faults = job()
     plain = [{k: v for k, v in r.items() if k != "replica_group"} for r in recs
              if r.get("ev") not in ("worker_spawn", "worker_exit")]
-    for kind in ("survivor_progress", "replicas_converge"):
+    for kind in CONFIG:
         assert verdict(kind, plain, faults).verdict == "inconclusive"
     assert verdict("survivor_progress", recs, []).verdict == "inconclusive"
 
@@ -164,3 +187,49 @@ def test_the_rejoin_time_comes_in_two_parts() -> None:
     result = verdict("replicas_converge", *job(up=5.0))
     rejoin = result.figures["rejoins"]["rg1 (pid 302)"]
     assert rejoin["up_s"] == pytest.approx(5.0) and rejoin["heal_s"] == pytest.approx(0.15), rejoin
+
+
+def test_the_lost_share_is_the_steps_a_group_was_down() -> None:
+    recs, faults = job()
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    rejoined = min(r["step"] for r in recs if r["ev"] == "step" and r["pid"] == 302)
+    assert result.figures["lost_group_steps"] == rejoined - 16, result.figures
+    assert result.figures["lost_samples"] == (rejoined - 16) * BATCH
+    over = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.1)
+    assert over.verdict == "fail" and "beyond the bound of 10.0%" in over.reason, over.reason
+
+
+def test_an_index_trained_twice_is_no_dropped_replica_s_loss() -> None:
+    recs, faults = job()
+    twin = next(r for r in recs if r["ev"] == "step" and r["pid"] == 302)
+    twin["samples"] = samples_of(twin["step"], 0)[1]  # the rejoined group trained rg0's share again
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "trained twice in one epoch" in result.reason, result.reason
+
+
+def test_a_gap_no_down_group_explains_fails() -> None:
+    recs, faults = job()
+    both = next(r for r in recs if r["ev"] == "step" and r["pid"] == 100 and r["step"] == 3)
+    both["samples"] = both["samples"][1:]  # rg0 skipped one sample while both groups were up
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "gaps no down replica group explains" in result.reason, result.reason
+
+
+def test_a_step_no_group_committed_fails_and_a_healing_step_is_not_trained() -> None:
+    recs, faults = job()
+    gone = [r for r in recs if not (r["ev"] == "step" and r["step"] == 30)]
+    result = verdict("drop_replica_samples", gone, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "step(s) 30 committed by no replica group" in result.reason, result.reason
+    healing = next(r for r in recs if r["ev"] == "step" and r["pid"] == 302)
+    healing["participating"] = False
+    rejoined = healing["step"]
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "pass" and result.figures["lost_group_steps"] == rejoined - 16 + 1, result.figures
+
+
+def test_no_samples_is_inconclusive() -> None:
+    recs, faults = job()
+    for r in recs:
+        if r["ev"] == "step":
+            r.pop("samples")
+    assert verdict("drop_replica_samples", recs, faults).verdict == "inconclusive"

@@ -1,0 +1,123 @@
+"""``drop_replica_samples``: in a drop-replica job (torchft), the samples a dead group did not train are lost by
+design, and nothing else is: no index twice, no gap a dead group does not explain, and the loss bounded.
+
+Checkpoint-restart's ``exactly_once`` would call a drop-replica job's lost samples gaps: there, every
+sample must be trained. Drop-replica recovery promises something else: while a group is down, its
+share of each step is not trained (torchft: "discarding lost samples"), nor is the batch of a group in the
+step it healed in (it commits its peers' average: ``participating`` false), the others' shares are, once.
+So over the steps 1..the last one the job reached, each step was committed by some group (the step
+counter never skipped one), each missing (group, step) loses that group's batch, every index is trained
+at most once per epoch, and in every completed epoch the indices never trained are no more than the
+batches of the missing (group, step)s of that epoch. The lost share of all group-steps must stay within
+``max_lost_fraction``. Steps torchft discarded (``discard``: a peer died inside the all-reduce) are
+counted as figures; the group trains that step again.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.evidence.replica_groups import replica_groups
+
+EXAMPLES = 3
+
+
+class DropReplicaSamplesConfig(CheckConfig):
+    max_lost_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
+    """The largest share of (replica group, step) pairs whose batch may go untrained because their group was down."""
+
+
+class DropReplicaSamples(Check, kind="drop_replica_samples"):
+    """Only the batches of (group, step)s whose group was down are untrained, within max_lost_fraction; no index twice per epoch, no unexplained gap."""
+
+    Config = DropReplicaSamplesConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        h = outcome.history
+        groups = replica_groups(h)
+        if not groups.processes:
+            return self.inconclusive("no process spoke for a replica group (a worker the harness saw on node rg<k>, "
+                                     "or start/step records with replica_group): run a drop-replica job on target "
+                                     "torchft, reporting through chaos.integrations.torchft")
+        if groups.contradictions:
+            return self.failed("; ".join(groups.contradictions[:3]))
+        size = h.dataset_size()
+        if size is None:
+            return self.inconclusive("the start events carry no dataset_size, so there is no index set to account for")
+        steps = [(p.group, r) for p in groups.processes.values() for r in p.steps]
+        if not steps:
+            return self.failed("no replica group committed a step")
+        if any(not isinstance(r.get("samples"), list) for _g, r in steps):
+            return self.inconclusive("committed steps carry no 'samples' list, so what each group trained cannot be "
+                                     "accounted; report them with chaos.integrations.torchft.Reporter.step")
+        declared = [int(r["num_replica_groups"]) for r in h.of("start")
+                    if isinstance(r.get("num_replica_groups"), int) and r.get("pid") in groups.processes]
+        n_groups = max(declared + [len(groups.groups)])
+        last = max(int(r["step"]) for _g, r in steps)
+        by_step: dict[int, dict[int, Any]] = defaultdict(dict)
+        trained: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
+        twice_in_group: list[str] = []
+        for g, r in sorted(steps, key=lambda gr: gr[1].t):
+            s = int(r["step"])
+            if g in by_step[s]:
+                twice_in_group.append(f"rg{g} step {s}")
+                continue
+            by_step[s][g] = r
+            if r.get("participating") is False:
+                continue  # committed with its peers' gradients (a heal): its own batch was not trained
+            for index in r["samples"]:
+                trained[int(r.get("epoch", 0))][int(index)].append(f"rg{g}:{s}")
+        figures: dict[str, Any] = {"replica_groups": n_groups, "last_step": last,
+                                   "discarded_steps": len(h.of("discard"))}
+        skipped = [s for s in range(1, last + 1) if not by_step.get(s)]
+        if skipped:
+            return self.failed(f"step(s) {_listed(skipped)} committed by no replica group: the job's step counter "
+                               f"skipped them", **figures)
+        if twice_in_group:
+            return self.failed(f"a replica group committed a step twice ({', '.join(twice_in_group[:EXAMPLES])})",
+                               **figures)
+        dup = [(e, i, where) for e, by_index in sorted(trained.items()) for i, where in sorted(by_index.items())
+               if len(where) > 1]
+        if dup:
+            shown = "; ".join(f"index {i} epoch {e} at {', '.join(w)}" for e, i, w in dup[:EXAMPLES])
+            return self.failed(f"{len(dup)} index(es) trained twice in one epoch ({shown}): more than a dropped "
+                               f"replica's loss", duplicated=len(dup), **figures)
+        lost_pairs = 0
+        lost_by_epoch: dict[int, int] = defaultdict(int)
+        for s in range(1, last + 1):
+            present = by_step[s]
+            idle = [r for r in present.values() if r.get("participating") is False]
+            missing = n_groups - len(present) + len(idle)
+            if missing > 0:
+                lost_pairs += missing
+                sample = next(iter(present.values()))
+                lost_by_epoch[int(sample.get("epoch", 0))] += missing * len(sample["samples"])
+        epochs = sorted(trained)
+        unexplained = []
+        for e in epochs[:-1]:  # the last epoch may be unfinished: its untrained indices are not yet due
+            gap = size - len(trained[e])
+            if gap > lost_by_epoch.get(e, 0):
+                unexplained.append(f"epoch {e}: {gap} never trained, {lost_by_epoch.get(e, 0)} lost with a down group")
+        fraction = lost_pairs / (n_groups * last)
+        figures.update(lost_group_steps=lost_pairs, group_steps=n_groups * last, lost_fraction=round(fraction, 4),
+                       lost_samples=sum(lost_by_epoch.values()), completed_epochs=len(epochs) - 1)
+        if unexplained:
+            return self.failed(f"gaps no down replica group explains ({'; '.join(unexplained[:EXAMPLES])})", **figures)
+        bound = self.config.max_lost_fraction
+        if fraction > bound:
+            return self.failed(f"{lost_pairs} of {n_groups * last} (group, step)s went untrained ({fraction:.1%}), "
+                               f"beyond the bound of {bound:.1%}", **figures)
+        if len(epochs) < 2:
+            return self.inconclusive(f"no epoch completed (the run trained only epoch {epochs[0]}), so its gaps "
+                                     f"cannot be told from what was not due yet; run more steps", **figures)
+        return self.passed(f"{lost_pairs} of {n_groups * last} (group, step)s lost with a down group ({fraction:.1%}, "
+                           f"bound {bound:.1%}, {figures['lost_samples']} samples); no index twice in an epoch, and "
+                           f"every gap of the {len(epochs) - 1} completed epoch(s) is a down group's share", **figures)
+
+
+def _listed(items: list[int]) -> str:
+    return ", ".join(str(i) for i in items[:5]) + (f", ... ({len(items)} in all)" if len(items) > 5 else "")
