@@ -18,7 +18,11 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # 19 % of the CPU idle (import torch 1.07 CPU-s), -n 4 12 min 9 s with 13 % idle (1.13 CPU-s);
 # after the workloads paused the collector at start-up, -n 4 11 min 29 s with 13 % idle (1.15) and
 # -n 5 11 min 8 s with 7 % idle on a slower hour (1.26); no rerun in any. With one thread per rank
-# (below) and this order, -n 5 9 min 28-40 s, three runs in a row (1.04-1.06). CHAOS_TEST_WORKERS overrides.
+# (below) and this order, -n 5 9 min 28-40 s, three runs in a row (1.04-1.06). On 2026-11-26, with the torchft
+# runs (each waits out a lighthouse heartbeat timeout and a replica group's absence), -n 5 left 13 % of the CPU
+# idle (1,796 CPU-s in tests, 17 min 44 s from a fresh clone, import torch 1.48 CPU-s); -n 6 did not fill those
+# waits: 18 min 38 s (1,902 CPU-s, 1.43 CPU-s), a torchrun restart slowed to 15 s and one rerun. CHAOS_TEST_WORKERS
+# overrides.
 # One intra-op thread per process, as torchrun gives each of several workers on a node: the suite
 # runs up to five jobs at once on two cores, and a job whose nodes are co-located here with one
 # worker each (world-size changes, Slurm, netns) would otherwise run two OpenMP threads per rank,

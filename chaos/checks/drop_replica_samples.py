@@ -6,7 +6,8 @@ sample must be trained. Drop-replica recovery promises something else: while a g
 share of each step is not trained (torchft: "discarding lost samples"), nor is the batch of a group in the
 step it healed in (it commits its peers' average: ``participating`` false), the others' shares are, once.
 So over the steps 1..the last one the job reached, each step was committed by some group (the step
-counter never skipped one), each missing (group, step) loses that group's batch, every index is trained
+counter never skipped one), each (group, step) missing because the group was out of the quorum that
+committed the step (its ``participants`` say so) loses that group's batch, every index is trained
 at most once per epoch, and in every completed epoch the indices never trained are no more than the
 batches of the missing (group, step)s of that epoch. The lost share of all group-steps must stay within
 ``max_lost_fraction``. Steps torchft discarded (``discard``: a peer died inside the all-reduce) are
@@ -58,28 +59,44 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
                     if isinstance(r.get("num_replica_groups"), int) and r.get("pid") in groups.processes]
         n_groups = max(declared + [len(groups.groups)])
         last = max(int(r["step"]) for _g, r in steps)
-        by_step: dict[int, dict[int, Any]] = defaultdict(dict)
+        procs_of = {id(r): p for p in groups.processes.values() for r in p.steps}
+        by_step: dict[int, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
         trained: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
-        twice_in_group: list[str] = []
+        twice: list[str] = []
+        seen: set[tuple[int, Any, int]] = set()
+        idle: set[tuple[int, int]] = set()
+        figures: dict[str, Any] = {"replica_groups": n_groups, "last_step": last,
+                                   "discarded_steps": len(h.of("discard"))}
         for g, r in sorted(steps, key=lambda gr: gr[1].t):
-            s = int(r["step"])
-            if g in by_step[s]:
-                twice_in_group.append(f"rg{g} step {s}")
+            s, proc = int(r["step"]), procs_of[id(r)]
+            if (g, proc.rank, s) in seen:
+                twice.append(f"rg{g} step {s}")
                 continue
-            by_step[s][g] = r
-            if r.get("participating") is False:
+            seen.add((g, proc.rank, s))
+            by_step[s][g].append(r)
+            if r.get("skipped") is not None:
+                return self.failed(f"rg{g} (pid {proc.pid}) reports step {s} skipped: a drop-replica job drops a down "
+                                   f"group's share, not a live group's update", **figures)
+            bad = [i for i in r["samples"] if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < size]
+            if bad:
+                return self.failed(f"rg{g} step {s} lists index(es) {bad[:EXAMPLES]} outside the dataset's 0.."
+                                   f"{size - 1}", **figures)
+            if r.get("participating") is not None and r.get("participating") is not True:
+                healed = proc.steps[0] is r and any(hl.t <= r.t for hl in proc.heals)
+                if r.get("participating") is not False or not healed:
+                    return self.failed(f"rg{g} (pid {proc.pid}) says it did not take part in step {s} "
+                                       f"(participating: {r.get('participating')!r}), which only the first step of "
+                                       f"a group that healed may say", **figures)
+                idle.add((g, s))
                 continue  # committed with its peers' gradients (a heal): its own batch was not trained
             for index in r["samples"]:
                 trained[int(r.get("epoch", 0))][int(index)].append(f"rg{g}:{s}")
-        figures: dict[str, Any] = {"replica_groups": n_groups, "last_step": last,
-                                   "discarded_steps": len(h.of("discard"))}
         skipped = [s for s in range(1, last + 1) if not by_step.get(s)]
         if skipped:
             return self.failed(f"step(s) {_listed(skipped)} committed by no replica group: the job's step counter "
                                f"skipped them", **figures)
-        if twice_in_group:
-            return self.failed(f"a replica group committed a step twice ({', '.join(twice_in_group[:EXAMPLES])})",
-                               **figures)
+        if twice:
+            return self.failed(f"a replica group committed a step twice ({', '.join(twice[:EXAMPLES])})", **figures)
         dup = [(e, i, where) for e, by_index in sorted(trained.items()) for i, where in sorted(by_index.items())
                if len(where) > 1]
         if dup:
@@ -88,14 +105,29 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
                                f"replica's loss", duplicated=len(dup), **figures)
         lost_pairs = 0
         lost_by_epoch: dict[int, int] = defaultdict(int)
+        everyone = sorted(set(range(n_groups)) | set(groups.groups))
         for s in range(1, last + 1):
             present = by_step[s]
-            idle = [r for r in present.values() if r.get("participating") is False]
-            missing = n_groups - len(present) + len(idle)
-            if missing > 0:
-                lost_pairs += missing
-                sample = next(iter(present.values()))
-                lost_by_epoch[int(sample.get("epoch", 0))] += missing * len(sample["samples"])
+            when = min(r.t for rs in present.values() for r in rs)
+            sample = next(r for rs in present.values() for r in rs)
+            parts = [r["participants"] for rs in present.values() for r in rs
+                     if isinstance(r.get("participants"), int) and not isinstance(r.get("participants"), bool)]
+            quorum = max(parts) if parts else None
+            for g in everyone:
+                if g in present and (g, s) not in idle:
+                    continue
+                # Lost by design only when the group was out of the quorum that committed the step (down, hung or
+                # still joining): the quorum's own size says so; without it, no process of the group was training.
+                if g not in present and quorum is not None and quorum > len(present):
+                    return self.failed(f"step {s} was committed by a quorum of {quorum} groups, but only "
+                                       f"{len(present)} reported it: rg{g}'s share is missing, not dropped", **figures)
+                if g not in present and quorum is None:
+                    live = [p for p in groups.of_group(g) if p.training_at(when)]
+                    if live:
+                        return self.failed(f"rg{g} was training (pid {live[0].pid}) when step {s} was committed, but "
+                                           f"committed no step {s}: a live group's share went untrained", **figures)
+                lost_pairs += 1
+                lost_by_epoch[int(sample.get("epoch", 0))] += len(sample["samples"])
         epochs = sorted(trained)
         unexplained = []
         for e in epochs[:-1]:  # the last epoch may be unfinished: its untrained indices are not yet due

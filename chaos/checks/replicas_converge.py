@@ -5,10 +5,10 @@ torchft keeps replicas identical by averaging their gradients in every committed
 that rejoins fetches the live weights from a peer (a heal) before its first step. Each committed step
 of each group carries an exact checksum of its weights (chaos.integrations.torchft), so at every step
 that two groups both committed, the checksums must be equal: a heal that brought the wrong weights,
-or a group that trained apart, shows at the first step they share. A process of a group that started
-after a fault struck that group is a rejoin; it must report a heal before its first committed step (a
-rejoin that trained from step 1 with its own initial weights, e.g. after its peers had finished, is
-the late joiner that silently starts over). The rejoin's time comes in two parts: from the fault to
+or a group that trained apart, shows at the first step they share. A process that took the place of an earlier one of its group (a restart
+or a return, whatever caused it) is a rejoin; it must report a heal before its first committed step, at
+a time another group was training (a rejoin that trained from step 1 with its own initial weights, e.g.
+after its peers had finished, is the late joiner that silently starts over). The rejoin's time comes in two parts: from the fault to
 the process being up, and from then to the heal.
 """
 
@@ -44,6 +44,10 @@ class ReplicasConverge(Check, kind="replicas_converge"):
         rejoins = self._rejoins(outcome, groups)
         figures["rejoins"] = {f"rg{p.group} (pid {p.pid})": figs for p, figs in rejoins}
         for proc, figs in rejoins:
+            if figs.get("healed_step") is not None and not figs.get("peers_at_heal"):
+                return self.failed(f"replica group rg{proc.group} (pid {proc.pid}) reports a heal to step "
+                                   f"{figs['healed_step']} while no other group was training: there was no live peer "
+                                   f"to heal from", **figures)
             if figs.get("healed_step") is None:
                 first = figs.get("first_step")
                 return self.failed(f"replica group rg{proc.group} rejoined (pid {proc.pid}, {figs['up_s']:.1f} s after "
@@ -72,26 +76,30 @@ class ReplicasConverge(Check, kind="replicas_converge"):
                            + (f"; {healed}" if healed else ""), **figures)
 
     def _rejoins(self, outcome: RunOutcome, groups: Groups) -> list[tuple[Process, dict[str, Any]]]:
-        """Each process of a struck group that started after the fault, with its heal and its two rejoin times."""
+        """Each process that took the place of an earlier one of its group and rank (a restart, a return: whatever
+        caused it), with its heal, whether a peer was alive to heal from, and its two rejoin times (from the fault
+        that struck its group last before it, else from its predecessor's end)."""
         out: list[tuple[Process, dict[str, Any]]] = []
-        seen: set[int] = set()
-        for fault in sorted((f for f in outcome.injected_faults if f.injected and f.t_inject is not None),
-                            key=lambda f: float(f.t_inject or 0.0)):
-            t0 = float(fault.t_inject or 0.0)
-            for g in sorted(struck_groups(fault, groups)):
-                later = [p for p in groups.of_group(g) if p.pid not in seen and p.started is not None and p.started > t0]
-                if not later:
-                    continue
-                proc = later[0]
-                seen.add(proc.pid)
-                first = proc.steps[0] if proc.steps else None
-                heal = next((h for h in proc.heals if first is None or h.t <= first.t), None)
-                figs: dict[str, Any] = {"fault": fault.label, "up_s": round(float(proc.started or t0) - t0, 3),
-                                        "first_step": int(first["step"]) if first is not None else None,
-                                        "healed_step": None}
-                if heal is not None:
-                    figs["healed_step"] = heal.get("step")
-                    figs["heal_s"] = round(heal.t - float(proc.started or t0), 3)
-                if first is not None or heal is not None:
-                    out.append((proc, figs))
+        faults = sorted((f for f in outcome.injected_faults if f.injected and f.t_inject is not None),
+                        key=lambda f: float(f.t_inject or 0.0))
+        for before, proc in groups.successions():
+            # "Up" is the process in its process group (its start), or where the harness saw it spawn.
+            began = float(proc.started if proc.started is not None else (proc.began or 0.0))
+            fault = next((f for f in reversed(faults) if float(f.t_inject or 0.0) <= began
+                          and proc.group in struck_groups(f, groups)), None)
+            ended = before.exited if before.exited is not None else (before.final.t if before.final is not None else None)
+            t0 = float(fault.t_inject or 0.0) if fault is not None else float(ended if ended is not None else began)
+            first = proc.steps[0] if proc.steps else None
+            heal = next((h for h in proc.heals if first is None or h.t <= first.t), None)
+            figs: dict[str, Any] = {"fault": fault.label if fault is not None else "its predecessor's end",
+                                    "up_s": round(began - t0, 3),
+                                    "first_step": int(first["step"]) if first is not None else None,
+                                    "healed_step": None}
+            if heal is not None:
+                figs["healed_step"] = heal.get("step")
+                figs["heal_s"] = round(heal.t - began, 3)
+                figs["peers_at_heal"] = sorted({p.group for p in groups.processes.values()
+                                                if p.group != proc.group and p.training_at(heal.t)})
+            if first is not None or heal is not None:
+                out.append((proc, figs))
         return out

@@ -87,7 +87,15 @@ class RolledBack(Check, kind="rolled_back"):
         # A fault written between two steps reports the step whose checkpoint may already hold it (taints_from,
         # the step reported before it acted): a resume from that checkpoint carries it on.
         # The state a fault corrupted lives on in the segment it acted in (its process, until that reloads a
-        # checkpoint): a restart starts a new attempt, an in-process rollback a new segment of the same one.
+        # checkpoint): a restart starts a new attempt, an in-process rollback a new segment of the same one. A
+        # struck rank that did not log the reload its peers logged may never have reloaded: its own word is missing.
+        for a in acts:
+            own = [s for s in lineage.segments if s.attempt == str(a.get("attempt"))]
+            if len(own) > 1 and sum(1 for s in own if a.get("rank") in s.rank_load_t) < len(own):
+                figs["why"] = (f"rank {a.get('rank')}, where the fault acted, logged a ckpt_load in only some of "
+                               f"attempt {a.get('attempt')}'s {len(own)} segments (its peers reloaded in-process): "
+                               f"whether its own state was reloaded is unknown; every rank emits ckpt_load on a reload")
+                return self.inconclusive, figs
         struck = {(id(_segment_of(lineage, a)), _taints_from(a)) for a in acts}
         tainted = sorted({int(r.step) for link, r in kept for seg, since in struck
                           if id(link.segment) == seg and int(r.step) >= since})

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
-from chaos.evidence.replica_groups import Groups, Process, largest_gap, replica_groups, struck_groups
+from chaos.evidence.replica_groups import Groups, largest_gap, replica_groups, struck_groups
 
 
 class SurvivorProgressConfig(CheckConfig):
@@ -56,7 +56,7 @@ class SurvivorProgress(Check, kind="survivor_progress"):
                struck: dict[str, set[int]]) -> tuple[Any, dict[str, Any]]:
         t0 = float(fault.t_inject or 0.0)
         bound = self.config.max_stall_s
-        alive = {g: [p for p in groups.of_group(g) if _alive_at(p, t0)] for g in groups.groups if g not in hit}
+        alive = {g: [p for p in groups.of_group(g) if p.alive_at(t0)] for g in groups.groups if g not in hit}
         figs: dict[str, Any] = {"struck_groups": sorted(hit), "survivors": {}}
         if not any(alive.values()):
             figs["why"] = (f"it struck replica group(s) {_names(hit)}, and no other group had a process running then: "
@@ -64,9 +64,10 @@ class SurvivorProgress(Check, kind="survivor_progress"):
             return self.inconclusive, figs
         for g, procs in sorted(alive.items()):
             for proc in procs:
-                # A later fault that strikes this survivor ends what it owes this one.
-                later = [float(f.t_inject or 0.0) for f in faults
-                         if g in struck[f.label] and float(f.t_inject or 0.0) > t0]
+                # A later fault that takes this very process down ends what it owes this one (one that merely names
+                # its node, a slow link, does not: the survivor still has to train on and finish).
+                later = [float(f.t_inject or 0.0) for f in faults if float(f.t_inject or 0.0) > t0
+                         and proc.pid in {p for p in f.details.get("pids") or [] if isinstance(p, int)}]
                 end = min(later) if later else (proc.final.t if proc.final is not None else None)
                 name = f"rg{g} (pid {proc.pid})"
                 if end is None:
@@ -77,11 +78,12 @@ class SurvivorProgress(Check, kind="survivor_progress"):
                                    f"that stops is the stop-the-world drop-replica recovery exists to avoid")
                     return self.failed, figs
                 top = max((int(r["step"]) for p in groups.processes.values() for r in p.steps), default=0)
-                if not later and int(proc.final.get("step") or 0) < top:  # type: ignore[union-attr]
+                own = max((int(r["step"]) for r in proc.steps), default=0)
+                if not later and proc.final is not None and (own < top or proc.final.get("step") != own):
                     figs["survivors"][name] = {"finished": False}
                     figs["why"] = (f"it struck {_names(hit)}; survivor {name} wrote its final at step "
-                                   f"{proc.final.get('step')}, short of step {top} that the job reached: it stopped "  # type: ignore[union-attr]
-                                   f"early")
+                                   f"{proc.final.get('step')} with its last committed step at {own}, and the job "
+                                   f"reached step {top}: a final is no proof of steps it never committed")
                     return self.failed, figs
                 gap = largest_gap([r.t for r in proc.steps], t0, end)
                 stall = 0.0 if gap is None else gap[1] - gap[0]
@@ -100,14 +102,6 @@ class SurvivorProgress(Check, kind="survivor_progress"):
         figs["why"] = (f"it struck {_names(hit)}; {len(figs['survivors'])} survivor process(es) committed {steps} "
                        f"step(s) after it and finished, the longest stall {worst:.2f} s (bound {bound:g} s)")
         return None, figs
-
-
-def _alive_at(proc: Process, t: float) -> bool:
-    began = proc.started if proc.started is not None else (proc.steps[0].t if proc.steps else None)
-    if began is None or began > t:
-        return False
-    ended = proc.exited if proc.exited is not None else (proc.final.t if proc.final is not None else None)
-    return ended is None or ended > t
 
 
 def _names(groups: set[int]) -> str:

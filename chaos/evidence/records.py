@@ -82,6 +82,10 @@ def record_problem(data: Mapping[str, Any]) -> str | None:
     if ev == "step" and samples is not None and (
             not isinstance(samples, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in samples)):
         return "step event: 'samples' must be a list of dataset indices (integers)"
+    # Flags a check reads as evidence of what a step did not do: only true or false, never a truthy stand-in.
+    for name in ("skipped", "participating"):
+        if ev == "step" and name in data and not isinstance(data[name], bool):
+            return f"step event: '{name}' must be true or false, got {data[name]!r}"[:120]
     return None
 
 

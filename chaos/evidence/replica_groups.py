@@ -23,8 +23,12 @@ class Process:
 
     pid: int
     group: int
+    rank: int | None = None
+    """Its rank within the group (a group of several processes has one per rank)."""
     started: float | None = None
     """Its ``start`` record's time (None: it never said start)."""
+    spawned: float | None = None
+    """When the harness saw it spawn on its group's node (None: the harness never watched it)."""
     steps: list[Record] = field(default_factory=list)
     """Its committed steps (``step`` events), in time order."""
     heals: list[Record] = field(default_factory=list)
@@ -32,14 +36,40 @@ class Process:
     exited: float | None = None
     """When the harness saw it exit (None: it was still running at the end, or the harness never watched it)."""
 
+    @property
+    def began(self) -> float | None:
+        """When it was first seen: the harness's spawn, else its own start, else its first step."""
+        times = [t for t in (self.spawned, self.started) if t is not None]
+        return min(times) if times else (self.steps[0].t if self.steps else None)
+
+    def alive_at(self, t: float) -> bool:
+        """It had begun by ``t`` and neither exited nor wrote its final before."""
+        began = self.began
+        if began is None or began > t:
+            return False
+        ended = self.exited if self.exited is not None else (self.final.t if self.final is not None else None)
+        return ended is None or ended > t
+
+    def training_at(self, t: float) -> bool:
+        """Alive at ``t`` and past its first committed step: a member of the quorum, not still joining."""
+        return self.alive_at(t) and bool(self.steps) and self.steps[0].t <= t
+
 
 @dataclass
 class Groups:
     processes: dict[int, Process]
     contradictions: list[str]
 
+    def successions(self) -> list[tuple[Process, Process]]:
+        """(before, after) for each process that took the place of an earlier one of the same group and rank: a
+        restart or a return of the group, whatever caused it."""
+        lines: dict[tuple[int, int | None], list[Process]] = {}
+        for p in sorted(self.processes.values(), key=lambda p: p.began or 0.0):
+            lines.setdefault((p.group, p.rank), []).append(p)
+        return [(a, b) for line in lines.values() for a, b in zip(line, line[1:])]
+
     def of_group(self, group: int) -> list[Process]:
-        return sorted((p for p in self.processes.values() if p.group == group), key=lambda p: p.started or 0.0)
+        return sorted((p for p in self.processes.values() if p.group == group), key=lambda p: p.began or 0.0)
 
     @property
     def groups(self) -> list[int]:
@@ -54,11 +84,16 @@ def _claimed(record: Record) -> int | None:
 def replica_groups(history: History) -> Groups:
     """Every process that spoke for a replica group, by pid; each step, heal and final assigned to its process."""
     spawned: dict[int, int] = {}
+    spawn_t: dict[int, float] = {}
+    spawn_rank: dict[int, int] = {}
     exits: dict[int, float] = {}
     for r in history.of("worker_spawn"):
         m = NODE.match(str(r.get("node", "")))
         if m and isinstance(r.get("worker_pid"), int):
             spawned[int(r["worker_pid"])] = int(m.group(1))
+            spawn_t[int(r["worker_pid"])] = r.t
+            if isinstance(r.get("rank"), int):
+                spawn_rank[int(r["worker_pid"])] = int(r["rank"])
     for r in history.of("worker_exit"):
         if isinstance(r.get("worker_pid"), int):
             exits[int(r["worker_pid"])] = r.t
@@ -78,8 +113,14 @@ def replica_groups(history: History) -> Groups:
                                   f"{record.ev} as replica group {claimed}")
         proc = processes.get(pid)
         if proc is None:
-            proc = processes[pid] = Process(pid, group, exited=exits.get(pid))
+            rank = spawn_rank.get(pid, record.get("rank") if isinstance(record.get("rank"), int) else None)
+            proc = processes[pid] = Process(pid, group, rank, spawned=spawn_t.get(pid), exited=exits.get(pid))
         return proc
+
+    # Every worker the harness saw on a group's node is one of its processes, whether or not it ever spoke:
+    # a hung or silent survivor is judged as one, not left out.
+    for pid, group in spawned.items():
+        processes[pid] = Process(pid, group, spawn_rank.get(pid), spawned=spawn_t.get(pid), exited=exits.get(pid))
 
     for r in history.of("start", "step", "heal", "final"):
         if r.get("source") in ("harness", "output"):

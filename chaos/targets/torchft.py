@@ -11,6 +11,7 @@ before the groups and stopped with them, on loopback.
 from __future__ import annotations
 
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -56,8 +57,6 @@ def lighthouse_binary() -> str | None:
     beside = Path(sys.executable).parent / LIGHTHOUSE
     if beside.is_file():
         return str(beside)
-    import shutil
-
     return shutil.which(LIGHTHOUSE)
 
 

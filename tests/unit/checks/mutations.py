@@ -426,6 +426,18 @@ def reload_kept_the_poison(t: Truth) -> Truth | None:
     return m
 
 
+@operator("rolled_back", item="34")
+def struck_rank_never_reloaded(t: Truth) -> Truth | None:
+    """An in-process rollback where the rank the fault acted on logged no reload (its peer did): its process may have
+    carried the poisoned state on through every step after it."""
+    if not _in_process(t):
+        return None
+    m = _copy(t)
+    struck = _of(m, "instep")[0]["rank"]
+    _drop(m, [_of(m, "ckpt_load", "0.0", struck)[-1]])
+    return m
+
+
 @operator("detection", item="34")
 def nan_caught_late(t: Truth) -> Truth | None:
     """The guard caught the NaN two steps after it acted (no commit in between, so the restart is still clean):

@@ -133,7 +133,7 @@ def test_a_survivor_whose_final_claims_the_end_early_fails() -> None:
     forged = [r for r in recs if not (r["pid"] == 100 and r["ev"] in ("step", "final") and r["t"] > KILL_T + 3)]
     forged.append({**next(r for r in recs if r["pid"] == 100 and r["ev"] == "final"), "t": KILL_T + 3.05, "step": 25})
     result = verdict("survivor_progress", forged, faults, max_stall_s=3)
-    assert result.verdict == "fail" and "short of step 60" in result.reason, result.reason
+    assert result.verdict == "fail" and "a final is no proof of steps it never committed" in result.reason, result.reason
 
 
 def test_a_process_that_claims_another_group_is_a_contradiction() -> None:
@@ -233,3 +233,78 @@ def test_no_samples_is_inconclusive() -> None:
         if r["ev"] == "step":
             r.pop("samples")
     assert verdict("drop_replica_samples", recs, faults).verdict == "inconclusive"
+
+
+def _harness(t: float, ev: str, **fields: Any) -> dict[str, Any]:
+    return {"ev": ev, "t": t, "mono": t, "pid": 1, "host": "h", "source": "harness", **fields}
+
+
+def test_a_final_is_no_proof_of_steps_never_committed() -> None:
+    """The survivor stopped at the kill but wrote a final naming the last step."""
+    recs, faults = job()
+    cut = [r for r in recs if not (r["pid"] == 100 and r["ev"] in ("step", "final") and r["t"] > KILL_T)]
+    cut.append({**next(r for r in recs if r["pid"] == 100 and r["ev"] == "final"), "t": KILL_T + 0.5})
+    result = verdict("survivor_progress", cut, faults, max_stall_s=3)
+    assert result.verdict == "fail" and "last committed step at 15" in result.reason, result.reason
+
+
+def test_a_silent_survivor_the_harness_saw_spawn_is_judged() -> None:
+    recs, faults = job()
+    recs.append(_harness(recs[0]["t"], "worker_spawn", worker_pid=400, rank=0, node="rg2", attempt="0.0", generation=1))
+    result = verdict("survivor_progress", sorted(recs, key=lambda r: r["t"]), faults, max_stall_s=3)
+    assert result.verdict == "fail" and "rg2 (pid 400) wrote no final" in result.reason, result.reason
+
+
+def test_a_later_fault_that_only_names_the_survivor_does_not_release_it() -> None:
+    recs, faults = job(steps=120)
+    cut = [r for r in recs if not (r["pid"] == 100 and r["ev"] in ("step", "final") and r["t"] > KILL_T + 8)]
+    faults.append(FaultRecord(1, "network-degrade", "network-degrade#1", KILL_T + 8.05, details={"node": "rg0"},
+                              t_revert=KILL_T + 9))
+    result = verdict("survivor_progress", cut, faults, max_stall_s=3)
+    assert result.verdict == "fail" and "never finished" in result.reason, result.reason
+
+
+def test_a_live_group_s_missing_share_is_no_dropped_replica() -> None:
+    """No fault at all; rg1's record of step 3 is lost while the quorum that committed it had both groups."""
+    recs, _faults = job()
+    cut = [r for r in recs if not (r["ev"] == "step" and r["pid"] == 201 and r["step"] == 3)]
+    result = verdict("drop_replica_samples", cut, [], max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "rg1's share is missing, not dropped" in result.reason, result.reason
+
+
+def test_indices_outside_the_dataset_and_unearned_idle_claims_fail() -> None:
+    recs, faults = job()
+    step3 = next(r for r in recs if r["ev"] == "step" and r["pid"] == 100 and r["step"] == 3)
+    step3["samples"] = step3["samples"][1:] + [DATASET + 7]
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "outside the dataset" in result.reason, result.reason
+    recs, faults = job()
+    a = next(r for r in recs if r["ev"] == "step" and r["pid"] == 100 and r["step"] == 2)
+    b = next(r for r in recs if r["ev"] == "step" and r["pid"] == 201 and r["step"] == 3)
+    b["samples"], b["participating"] = list(a["samples"]), False  # a duplicate, hidden as "did not take part"
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "only the first step of a group that healed" in result.reason, result.reason
+
+
+def test_a_rejoin_is_any_successor_whatever_the_fault_says() -> None:
+    """A rejoin without a heal fails even with no start record, and with a fault that names neither pids nor node."""
+    recs, faults = job(heal=False)
+    no_start = [r for r in recs if not (r["ev"] == "start" and r["pid"] == 302)]
+    assert "without healing from a peer" in verdict("replicas_converge", no_start, faults).reason
+    faults[0].details = {"ranks": [0]}
+    result = verdict("replicas_converge", recs, faults)
+    assert result.verdict == "fail" and "after its predecessor's end" in result.reason, result.reason
+
+
+def test_a_heal_with_no_live_peer_fails() -> None:
+    recs, faults = job(late=True)
+    recs = [r for r in recs if not (r["pid"] == 302 and r["ev"] in ("step", "final"))]
+    back = next(r for r in recs if r["ev"] == "start" and r["pid"] == 302)["t"]
+    base = {"pid": 302, "host": "h", "rank": 0, "world_size": 1, "attempt": "0.1", "replica_group": 1}
+    recs.append({"ev": "heal", "t": back + 0.1, "mono": back + 0.1, **base, "step": 60, "participants": 1})
+    for s in range(61, 80):
+        t = back + 0.1 * (s - 59)
+        recs.append({"ev": "step", "t": t, "mono": t, **base, "step": s, "epoch": 0, "samples": [], "loss": 1.0,
+                     "participants": 1, "digest": f"{s:016x}"})
+    result = verdict("replicas_converge", sorted(recs, key=lambda r: r["t"]), faults)
+    assert result.verdict == "fail" and "no live peer" in result.reason, result.reason

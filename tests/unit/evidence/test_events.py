@@ -21,6 +21,10 @@ BASE = {"t": 1.0, "mono": 1.0, "pid": 1, "host": "h", "rank": 0, "world_size": 2
     ({"ev": "ckpt_commit", "step": 10}, "ckpt_commit event: 'path' must be str, missing"),
     ({"ev": "final", "step": 5, "attempt": 0}, "final event: 'attempt' must be str, got 0"),
     ({"ev": "start", "rank": None}, "start event: 'rank' must be int, got None"),
+    # A flag a check reads as "this step did not train its batch": a truthy stand-in is no answer.
+    ({"ev": "step", "step": 3, "epoch": 0, "skipped": "true"}, "'skipped' must be true or false, got 'true'"),
+    ({"ev": "step", "step": 3, "epoch": 0, "skipped": 1}, "'skipped' must be true or false, got 1"),
+    ({"ev": "step", "step": 3, "epoch": 0, "participating": "no"}, "'participating' must be true or false"),
 ])
 def test_protocol_breaks_are_named(record: dict, problem: str) -> None:
     assert problem in (record_problem({**BASE, **record}) or "")
@@ -29,6 +33,7 @@ def test_protocol_breaks_are_named(record: dict, problem: str) -> None:
 @pytest.mark.parametrize("record", [
     {"ev": "step", "step": 3, "epoch": 0, "samples": [1, 2], "loss": 0.5},
     {"ev": "step", "step": 3, "epoch": 0},  # no samples: exactly_once says so itself
+    {"ev": "step", "step": 3, "epoch": 0, "skipped": True, "participating": False},
     {"ev": "ckpt_load", "step": 0, "path": None},
     {"ev": "final", "step": 5, "digest": None},  # no digest: the golden checks say so themselves
     {"ev": "health", "code": 79},
