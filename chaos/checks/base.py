@@ -6,6 +6,7 @@ import os
 from typing import Any, Callable, ClassVar
 
 from chaos.evidence.lineage import Lineage, LineageError, LineageUnproven
+from chaos.evidence.replica_groups import Groups, replica_groups
 from chaos.evidence.outcome import CheckResult, FaultRecord, RunOutcome, Verdict
 from chaos.registry import CHECKS, Plugin
 from chaos.spec.configs import CheckConfig
@@ -52,6 +53,18 @@ class Check(Plugin):
             return self.inconclusive(f"lineage cannot be proven: {exc}")
         except LineageError as exc:
             return self.failed(f"lineage cannot be rebuilt: {exc}")
+
+    def replica_groups_or_verdict(self, outcome: RunOutcome) -> "Groups | CheckResult":
+        """A drop-replica job's replica groups (chaos.evidence.replica_groups), or the verdict when there are none
+        (INCONCLUSIVE: not a drop-replica job) or a process claims another group than the harness saw (FAIL)."""
+        groups = replica_groups(outcome.history)
+        if not groups.processes:
+            return self.inconclusive("no process spoke for a replica group (a worker the harness saw on node rg<k>, "
+                                     "or start/step records with replica_group): run a drop-replica job on target "
+                                     "torchft, reporting through chaos.integrations.torchft")
+        if groups.contradictions:
+            return self.failed("; ".join(groups.contradictions[:3]))
+        return groups
 
     def judge_each(self, faults: list[FaultRecord],
                    judge: Callable[[FaultRecord], tuple[str | None, dict[str, Any]]]) -> tuple[CheckResult | None, dict[str, Any]]:

@@ -22,7 +22,6 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.evidence.replica_groups import replica_groups
 
 EXAMPLES = 3
 
@@ -39,13 +38,9 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         h = outcome.history
-        groups = replica_groups(h)
-        if not groups.processes:
-            return self.inconclusive("no process spoke for a replica group (a worker the harness saw on node rg<k>, "
-                                     "or start/step records with replica_group): run a drop-replica job on target "
-                                     "torchft, reporting through chaos.integrations.torchft")
-        if groups.contradictions:
-            return self.failed("; ".join(groups.contradictions[:3]))
+        groups = self.replica_groups_or_verdict(outcome)
+        if isinstance(groups, CheckResult):
+            return groups
         size = h.dataset_size()
         if size is None:
             return self.inconclusive("the start events carry no dataset_size, so there is no index set to account for")

@@ -18,7 +18,7 @@ from collections import defaultdict
 from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.evidence.replica_groups import Groups, Process, replica_groups, struck_groups
+from chaos.evidence.replica_groups import Groups, Process, struck_groups
 
 
 class ReplicasConverge(Check, kind="replicas_converge"):
@@ -27,13 +27,9 @@ class ReplicasConverge(Check, kind="replicas_converge"):
     Config = CheckConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        groups = replica_groups(outcome.history)
-        if not groups.processes:
-            return self.inconclusive("no process spoke for a replica group (a worker the harness saw on node rg<k>, "
-                                     "or start/step records with replica_group): run a drop-replica job on target "
-                                     "torchft, reporting through chaos.integrations.torchft")
-        if groups.contradictions:
-            return self.failed("; ".join(groups.contradictions[:3]))
+        groups = self.replica_groups_or_verdict(outcome)
+        if isinstance(groups, CheckResult):
+            return groups
         steps = [r for p in groups.processes.values() for r in p.steps]
         blank = [r for r in steps if not r.get("digest")]
         if blank:

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
-from chaos.evidence.replica_groups import Groups, largest_gap, replica_groups, struck_groups
+from chaos.evidence.replica_groups import Groups, largest_gap, struck_groups
 
 
 class SurvivorProgressConfig(CheckConfig):
@@ -31,13 +31,9 @@ class SurvivorProgress(Check, kind="survivor_progress"):
     Config = SurvivorProgressConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        groups = replica_groups(outcome.history)
-        if not groups.processes:
-            return self.inconclusive("no process spoke for a replica group (a worker the harness saw on node rg<k>, "
-                                     "or start/step records with replica_group): run a drop-replica job on target "
-                                     "torchft, reporting through chaos.integrations.torchft")
-        if groups.contradictions:
-            return self.failed("; ".join(groups.contradictions[:3]))
+        groups = self.replica_groups_or_verdict(outcome)
+        if isinstance(groups, CheckResult):
+            return groups
         faults = [f for f in outcome.injected_faults if f.injected and f.t_inject is not None]
         struck = {f.label: struck_groups(f, groups) for f in faults}
         judged = [f for f in faults if struck[f.label]]

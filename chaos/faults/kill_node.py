@@ -22,10 +22,15 @@ class KillNodeConfig(FaultConfig):
     @field_validator("signal")
     @classmethod
     def _known_signal(cls, value: str) -> str:
-        name = value.upper() if value.upper().startswith("SIG") else "SIG" + value.upper()
-        if name not in ("SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT", "SIGABRT"):
-            raise ValueError(f"kill-node takes SIGKILL, SIGTERM, SIGINT, SIGQUIT or SIGABRT (got '{value}')")
-        return name
+        return machine_loss_signal("kill-node", value)
+
+
+def machine_loss_signal(kind: str, value: str) -> str:
+    """A signal that ends every process of a node at once, as a machine loss does, by its full name."""
+    name = value.upper() if value.upper().startswith("SIG") else "SIG" + value.upper()
+    if name not in ("SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT", "SIGABRT"):
+        raise ValueError(f"{kind} takes SIGKILL, SIGTERM, SIGINT, SIGQUIT or SIGABRT (got '{value}')")
+    return name
 
 
 class KillNode(Fault, kind="kill-node"):

@@ -9,6 +9,7 @@ from pydantic import Field, field_validator
 
 from chaos.errors import FaultError
 from chaos.faults.base import Fault, FaultConfig
+from chaos.faults.kill_node import machine_loss_signal
 from chaos.runtime.context import RunContext
 
 
@@ -21,10 +22,7 @@ class ReplicaDownConfig(FaultConfig):
     @field_validator("signal")
     @classmethod
     def _kills(cls, value: str) -> str:
-        name = value.upper() if value.upper().startswith("SIG") else "SIG" + value.upper()
-        if name not in ("SIGKILL", "SIGTERM", "SIGINT", "SIGQUIT", "SIGABRT"):
-            raise ValueError(f"replica-down takes SIGKILL, SIGTERM, SIGINT, SIGQUIT or SIGABRT (got '{value}')")
-        return name
+        return machine_loss_signal("replica-down", value)
 
 
 class ReplicaDown(Fault, kind="replica-down"):
