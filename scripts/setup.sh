@@ -20,6 +20,11 @@ if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split(
 fi
 # dev includes the training stacks the integration experiments run (the [stateful] extra's torchdata).
 pip install -q -e ".[dev]"
+# The project's own modules as bytecode, as pip leaves every installed package: an editable install compiles
+# nothing, and where PYTHONDONTWRITEBYTECODE is set (these machines set it) no import writes a .pyc either, so every
+# process (each rank, each torchrun agent's workers, each `chaos` command) would compile chaos/ and workloads/
+# from source again: 0.11 CPU-s per rank, 0.2 s per CLI call (ci/bench/bytecode.py).
+"$VENV/bin/python" -m compileall -q -j 0 chaos workloads tests >/dev/null
 
 if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then
   missing=()

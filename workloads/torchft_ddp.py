@@ -65,7 +65,32 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--step-sleep", type=float, default=0.05, help="seconds after each step (a real step's length)")
     ap.add_argument("--pg-timeout-s", type=float, default=5.0, help="gloo timeout of the replicas' process group")
     ap.add_argument("--timeout-s", type=float, default=30.0, help="torchft Manager timeout (quorum, commit, heal)")
+    ap.add_argument("--start-together-s", type=float, default=0.0,
+                    help="on the job's first start, wait up to this long for every replica group to reach the same "
+                         "point before joining a quorum (0: no wait). The lighthouse forms the first quorum from the "
+                         "groups heartbeating when it ticks: one whose start-up (imports) is slower finds the other "
+                         "already training alone, and with min_replicas 1 starts over on its own from step 1")
     return ap.parse_args(argv)
+
+
+def start_together(group: int, groups: int, wait_s: float) -> None:
+    """A barrier of files in the run directory (CHAOS_RUN_DIR/torchft-start): each group marks itself there, then waits
+    until every group has, or ``wait_s`` passed. A group started again later (a restart, a relaunch) finds every mark
+    in place and goes straight on: only the job's first start waits."""
+    import time
+
+    run_dir = os.environ.get("CHAOS_RUN_DIR")
+    if wait_s <= 0 or not run_dir:
+        return
+    marks = Path(run_dir) / "torchft-start"
+    marks.mkdir(parents=True, exist_ok=True)
+    (marks / f"rg{group}").touch()
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if all((marks / f"rg{g}").exists() for g in range(groups)):
+            return
+        time.sleep(0.05)
+    log.warning("replica group %d: not every group started within %.0f s; joining the quorum anyway", group, wait_s)
 
 
 def step_indices(step: int, group: int, groups: int, batch: int, size: int, seed: int) -> tuple[int, list[int]]:
@@ -99,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     def state_dict() -> dict:
         return {"model": model.state_dict(), "optim": inner.state_dict()}
 
+    start_together(group, groups, args.start_together_s)
     pg = ProcessGroupGloo(timeout=timedelta(seconds=args.pg_timeout_s))
     manager = Manager(pg=pg, min_replica_size=1, load_state_dict=None, state_dict=state_dict,
                       replica_id=f"torchft_ddp_{group}", timeout=timedelta(seconds=args.timeout_s),

@@ -14,7 +14,7 @@ from typing import Any
 from chaos.errors import CapabilityError
 
 EXTRAS = {"torchdata": "stateful", "accelerate": "accelerate", "transformers": "hf", "lightning": "lightning",
-          "torchft": "torchft"}
+          "torchft": "torchft", "nvidia_resiliency_ext": "nvrx"}
 """Module -> the extra of this package that installs it (pip install ".[stateful]")."""
 
 

@@ -62,7 +62,7 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
         }
         argv = [_substitute(part, subs) for part in w.command]
         return [resolve_command(argv[0]), *argv[1:]]
-    argv = [python, "-m", "torch.distributed.run",
+    argv = [python, "-m", LAUNCHER_MODULES[w.launcher],
             "--nproc-per-node", str(w.nproc_per_node),
             "--max-restarts", str(w.max_restarts),
             # The agent checks its workers this often: the floor of every detect_s figure.
@@ -77,8 +77,32 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
             argv += ["--local-addr", rdzv.local_addr]
         if rdzv.rdzv_conf:
             argv += ["--rdzv-conf", ",".join(f"{k}={v}" for k, v in rdzv.rdzv_conf.items())]
+    argv += script_args(w.launcher_args)
     argv.append(str(exp.resolve_script()))
     return argv + script_args(w.args)
+
+
+LAUNCHER_MODULES = {"torchrun": "torch.distributed.run", "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher"}
+"""The module each workload.launcher runs as (``python -m``, with the harness's own interpreter, as torchrun)."""
+
+
+def check_launcher(run: RunContext) -> None:
+    """Raise CapabilityError, before launch, when the experiment's launcher is not installed beside the harness."""
+    w = run.experiment.workload
+    if w.command is not None or w.launcher == "torchrun":
+        return
+    import importlib.util
+
+    from chaos.errors import CapabilityError
+
+    module = LAUNCHER_MODULES[w.launcher]
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ImportError:  # its package is missing
+        found = False
+    if not found:
+        raise CapabilityError(f"workload.launcher {w.launcher} needs NVIDIA Resiliency Extension ({module} is not "
+                              'importable): pip install -e ".[nvrx]" (scripts/setup.sh installs it)')
 
 
 def resolve_command(name: str, python: str = sys.executable) -> str:

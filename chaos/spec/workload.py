@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.metadata
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Literal, Union
 
 from pydantic import AliasChoices, Field, model_validator
 
@@ -22,6 +22,14 @@ class WorkloadConfig(StrictConfig):
     """A training script the harness launches under torchrun (path relative to the experiment file, or its parent directories)."""
     command: list[str] | None = None
     """Your own launch command instead of ``script`` (e.g. ["torchrun", ..., "train.py"]). {run_dir}, {ckpt_dir}, {port}, {nproc_per_node}, {nnodes}, {node_rank}, {master_addr} are substituted."""
+    launcher: Literal["torchrun", "ft_launcher"] = "torchrun"
+    """What starts each node's workers and restarts them: ``torchrun`` (torch elastic), or ``ft_launcher``, NVIDIA
+    Resiliency Extension's torchrun with a monitor beside each rank that kills and restarts the worker group when the
+    rank's heartbeats stop (its hang detection; the [nvrx] extra; the script sends heartbeats, e.g. the reference
+    workloads' ``nvrx_heartbeats``). Both take the same flags; ignored with ``command``."""
+    launcher_args: dict[str, Scalar] = Field(default_factory=dict)
+    """The launcher's own flags beyond those the harness sets, as --key value (underscores become dashes), e.g.
+    ``{ft_rank_heartbeat_timeout: 5, ft_initial_rank_heartbeat_timeout: 60}`` for ft_launcher."""
     nproc_per_node: int = Field(default=2, ge=1, le=256)
     """Worker processes per node."""
     max_restarts: int = Field(default=3, ge=0, le=1000)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from chaos.runtime.context import RunContext
+from chaos.runtime.launch import check_launcher
 from chaos.runtime.node import Node
 from chaos.runtime.processes import Worker
 from chaos.registry import TARGETS, Plugin
@@ -37,7 +38,9 @@ class Target(Plugin):
         return [n.name for n in sorted(self.nodes, key=lambda n: n.rank)]
 
     def check(self, run: RunContext) -> None:
-        """Raise CapabilityError naming what is missing (root, docker) and how to get it."""
+        """Raise CapabilityError naming what is missing (root, docker) and how to get it. Here: the workload's
+        launcher (ft_launcher needs its extra); a target that checks more calls this first."""
+        check_launcher(run)
 
     def admit(self, run: RunContext, kind: str, config: Any) -> None:
         """Raise CapabilityError, before launch, for a fault of ``kind`` this target cannot let the run do."""

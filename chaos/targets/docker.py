@@ -136,6 +136,7 @@ class Docker(Target, kind="docker"):
         return self.client
 
     def check(self, run: RunContext) -> None:
+        super().check(run)
         require_root("docker target")  # network faults enter the containers' namespaces with nsenter
         self._client()
 

@@ -76,6 +76,7 @@ class Netns(Target, kind="netns"):
         return self.config.nodes
 
     def check(self, run: RunContext) -> None:
+        super().check(run)
         require_root("netns target")
         for tool in ("ip", "nsenter"):
             if shutil.which(tool) is None:

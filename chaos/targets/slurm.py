@@ -87,6 +87,7 @@ class Slurm(Netns, kind="slurm"):
         return PARTITION if self.local else self.config.partition
 
     def check(self, run: RunContext) -> None:
+        super().check(run)
         if self.local:
             require_root("slurm target's local cluster")
             missing = missing_commands()

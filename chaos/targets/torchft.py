@@ -76,6 +76,7 @@ class Torchft(Target, kind="torchft"):
         return self.config.replica_groups
 
     def check(self, run: RunContext) -> None:
+        super().check(run)
         if lighthouse_binary() is None:
             raise CapabilityError(f"target torchft needs torchft's {LIGHTHOUSE}, which is not installed: "
                                   f'pip install -e ".[torchft]" (torchft-nightly; scripts/setup.sh installs it)')

@@ -115,6 +115,9 @@ class TrainConfig:
     nonfinite_exclude_after: int = 0
     """With --nonfinite restart or rollback: the K-th bad step of one device (counted across restarts, in the checkpoint folder) excludes it: the rank records the exclusion and every rank stops the launch, which the scheduler starts again without that device (0: never; a persistent fault then restarts until max_restarts)."""
 
+    nvrx_heartbeats: bool = False
+    """Send NVIDIA Resiliency Extension rank heartbeats (one per step) to the rank monitor ft_launcher runs beside each rank, which kills and restarts the worker group when a rank's heartbeats stop (chaos.integrations.nvrx). Needs ft_launcher (workload.launcher: ft_launcher) and the [nvrx] extra."""
+
 
 def field_docs(cls: type) -> dict[str, str]:
     """The docstring written right below each dataclass field, by field name."""

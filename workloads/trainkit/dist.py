@@ -27,12 +27,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_distributed(timeout_s: float) -> DistEnv:
+def init_distributed(timeout_s: float, store: dist.Store | None = None) -> DistEnv:
     """Join the process group: nccl on ``cuda:LOCAL_RANK`` when CUDA is present, else gloo on CPU.
 
     Without torchrun's environment (``python ddp.py``) this becomes a one-process group.
     ``timeout_s`` bounds both the rendezvous and every later collective, so a dead or hung peer
-    surfaces as an exception (and a torchrun restart) instead of gloo's 30-minute default.
+    surfaces as an exception (and a torchrun restart) instead of gloo's 30-minute default. ``store``: the
+    rendezvous store to join through (an in-process restart's own, per iteration) instead of torchrun's.
     """
     if "RANK" not in os.environ:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
@@ -48,7 +49,7 @@ def init_distributed(timeout_s: float) -> DistEnv:
     kwargs: dict[str, Any] = {"backend": backend, "timeout": timeout}
     if backend == "nccl":
         kwargs["device_id"] = device
-    store = attempt_store(timeout)
+    store = store if store is not None else attempt_store(timeout)
     if store is not None:
         kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]))
     dist.init_process_group(**kwargs)

@@ -47,6 +47,8 @@ class Trainer:
         self.env: DistEnv | None = None
         self.step = 0
         self.health: Any = None
+        self.heartbeats: Any = None
+        """NVRx rank heartbeats (cfg.nvrx_heartbeats), started once the process group is up."""
         self.sigterm = SigtermWatch(cfg.sigterm_grace_s, self._sigterm_overdue)
         """Set by the SIGTERM handler; the ranks agree on it in the step's all-reduce (see ``train``)."""
         self.preempted = False
@@ -91,6 +93,10 @@ class Trainer:
 
     # ---- run ----------------------------------------------------------------------------------
 
+    def join_group(self) -> DistEnv:
+        """Join the process group (torchrun's rendezvous; an in-process restart brings its own store)."""
+        return init_distributed(self.cfg.pg_timeout_s)
+
     def run(self) -> int:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [%(name)s] %(message)s",
                             stream=sys.stderr)
@@ -99,8 +105,12 @@ class Trainer:
             # whatever the main thread was doing (possibly inside the previous save).
             self.sigterm.install()
         try:
-            self.env = init_distributed(self.cfg.pg_timeout_s)
+            self.env = self.join_group()
             self.setup()
+            if self.cfg.nvrx_heartbeats:
+                from chaos.integrations.nvrx import Heartbeats
+
+                self.heartbeats = Heartbeats.start()
             startup.resume()  # the collector was paused through imports and set-up (trainkit/startup.py)
             self.train()
             if self.preempted:
@@ -122,6 +132,8 @@ class Trainer:
             log.exception("rank %s failed at step %d", self.env.rank if self.env else "?", self.step)
             raise
         finally:
+            if self.heartbeats is not None:
+                self.heartbeats.stop()
             if self.health is not None:
                 self.health.stop()
             destroy_distributed()

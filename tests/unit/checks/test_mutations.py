@@ -33,6 +33,8 @@ NOT_SIMULATED = {
                          "(test_replica_groups.py)",
     "replicas_converge": "judges a drop-replica job's heals and per-step weight checksums (test_replica_groups.py)",
     "drop_replica_samples": "judges a drop-replica job's (group, step) shares of the data (test_replica_groups.py)",
+    "restarted_in_process": "judges in-process restarts (inprocess_restart events) against the processes the harness "
+                            "saw, which the simulator's restarts never are (test_restarted_in_process.py)",
 }
 """Checks whose evidence the simulator does not play, and where their lies are tested instead. A new
 check must join ``truth.CONFIGS`` or this list: it cannot be left out of the method by accident."""

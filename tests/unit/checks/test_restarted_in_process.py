@@ -1,0 +1,150 @@
+"""restarted_in_process on a simulated NVRx in-process restart: the truth passes, each lie is refused.
+
+The job: two ranks (pids 100, 101, attempt 0.0) stepping every 0.1 s. At FAULT_T rank 1 raises; the wrapper restarts
+both inside their own processes: each reports ``inprocess_restart`` (iteration 1) ``restart`` s later, reloads the
+checkpoint of step 20 and trains steps 21..40 again. Each lie breaks exactly one promise."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from histsim import make_outcome
+
+from chaos.checks.base import FaultRecord
+from chaos.evidence.events import History
+from chaos.registry import CHECKS
+
+FAULT_T = 1000.0
+PIDS = {0: 100, 1: 101}
+
+
+def job(restart: float = 9.0) -> tuple[list[dict[str, Any]], list[FaultRecord]]:
+    recs: list[dict[str, Any]] = []
+
+    def rank(ev: str, t: float, r: int, pid: int | None = None, **fields: Any) -> None:
+        recs.append({"ev": ev, "t": t, "mono": t, "pid": PIDS[r] if pid is None else pid, "host": "h", "rank": r,
+                     "world_size": 2, "attempt": "0.0", **fields})
+
+    def harness(ev: str, t: float, **fields: Any) -> None:
+        recs.append({"ev": ev, "t": t, "mono": t, "pid": 1, "host": "h", "source": "harness", **fields})
+
+    t0 = FAULT_T - 3.0
+    for r, pid in PIDS.items():
+        harness("worker_spawn", t0 - 1.0, worker_pid=pid, rank=r, node="local", attempt="0.0", generation=1)
+        rank("start", t0 - 0.5, r, local_rank=r, device="cpu", dataset_size=100)
+    for s in range(1, 26):
+        for r in PIDS:
+            rank("step", t0 + s * 0.1, r, step=s, epoch=0, samples=[2 * s + r], loss=1.0)
+    back = FAULT_T + restart
+    for r in PIDS:
+        rank("inprocess_restart", back, r, source="nvrx", iteration=1, cause="RuntimeError: collective failed")
+        rank("ckpt_load", back + 0.1, r, step=20, path="/ckpt/step_20")
+        for s in range(21, 41):
+            rank("step", back + 0.1 + (s - 20) * 0.1, r, step=s, epoch=0, samples=[2 * s + r], loss=1.0)
+        rank("final", back + 2.5, r, step=40, digest="a" * 64)
+    recs.sort(key=lambda r: r["t"])
+    fault = FaultRecord(0, "collective-error", "collective-error#0", FAULT_T,
+                        details={"ranks": [1], "attempt": "0.0"}, t_revert=FAULT_T)
+    return recs, [fault]
+
+
+def verdict(records: list[dict[str, Any]], faults: list[FaultRecord], **config: Any) -> Any:
+    cls = CHECKS.get("restarted_in_process")
+    return cls(cls.Config.model_validate(config)).evaluate(
+        make_outcome(History([dict(r) for r in records]), faults=copy.deepcopy(faults)))
+
+
+def test_the_truth_passes_with_the_restart_latency_per_rank() -> None:
+    result = verdict(*job(restart=9.0), max_s=30)
+    assert result.verdict == "pass", result.reason
+    figs = result.figures["collective-error#0"]
+    assert figs["latency_s"] == {0: pytest.approx(9.2), 1: pytest.approx(9.2)} and figs["iteration"] == {0: 1, 1: 1}
+
+
+def test_a_restart_slower_than_the_bound_fails() -> None:
+    result = verdict(*job(restart=35.0), max_s=30)
+    assert result.verdict == "fail" and "beyond the bound of 30 s" in result.reason, result.reason
+
+
+def test_a_new_worker_process_is_an_escalation_not_an_in_process_restart() -> None:
+    recs, faults = job()
+    recs.append({"ev": "worker_spawn", "t": FAULT_T + 5, "mono": FAULT_T + 5, "pid": 1, "host": "h",
+                 "source": "harness", "worker_pid": 202, "rank": 1, "node": "local", "attempt": "0.1", "generation": 2})
+    result = verdict(recs, faults)
+    assert result.verdict == "fail" and "escalated to a process restart" in result.reason, result.reason
+
+
+def test_a_rank_that_never_reported_its_restart_fails() -> None:
+    recs, faults = job()
+    result = verdict([r for r in recs if not (r["ev"] == "inprocess_restart" and r["rank"] == 0)], faults)
+    assert result.verdict == "fail" and "rank 0 (pid 100) reported no in-process restart" in result.reason, result.reason
+
+
+def test_a_restart_claimed_by_another_process_fails() -> None:
+    recs, faults = job()
+    forged = [dict(r, pid=555) if r["ev"] == "inprocess_restart" and r["rank"] == 1 else r for r in recs]
+    result = verdict(forged, faults)
+    assert result.verdict == "fail" and "came from pid 555, not from its process (pid 101" in result.reason, result.reason
+
+
+def test_steps_after_the_restart_from_another_process_fail() -> None:
+    recs, faults = job()
+    forged = [dict(r, pid=777) if r["ev"] == "step" and r["rank"] == 1 and r["t"] > FAULT_T else r for r in recs]
+    result = verdict(forged, faults)
+    assert result.verdict == "fail" and "first step after its restart came from pid 777" in result.reason, result.reason
+
+
+def test_a_restart_with_no_step_after_it_fails() -> None:
+    recs, faults = job()
+    result = verdict([r for r in recs if not (r["ev"] in ("step", "final") and r["rank"] == 0 and r["t"] > FAULT_T)],
+                     faults)
+    assert result.verdict == "fail" and "never trained a step after it" in result.reason, result.reason
+
+
+@pytest.mark.parametrize("iteration", [0, -1, "1", True, None])
+def test_a_restart_that_is_not_a_later_iteration_fails(iteration: Any) -> None:
+    recs, faults = job()
+    forged = [dict(r, iteration=iteration) if r["ev"] == "inprocess_restart" and r["rank"] == 0 else r for r in recs]
+    result = verdict(forged, faults)
+    assert result.verdict == "fail" and "carries iteration" in result.reason, result.reason
+
+
+def test_a_restart_before_the_fault_does_not_count() -> None:
+    recs, faults = job()
+    early = [dict(r, t=FAULT_T - 0.5, mono=FAULT_T - 0.5) if r["ev"] == "inprocess_restart" and r["rank"] == 1
+             else r for r in recs]
+    result = verdict(early, faults)
+    assert result.verdict == "fail" and "rank 1 (pid 101) reported no in-process restart" in result.reason, result.reason
+
+
+def test_a_rank_the_harness_never_saw_spawn_is_not_proof() -> None:
+    recs, faults = job()
+    result = verdict([r for r in recs if not (r["ev"] == "worker_spawn" and r["worker_pid"] == 101)], faults)
+    assert result.verdict == "inconclusive" and "not one the harness saw spawn" in result.reason, result.reason
+
+
+def test_records_before_the_fault_from_two_processes_for_one_rank_are_a_contradiction() -> None:
+    recs, faults = job()
+    recs.append({"ev": "worker_spawn", "t": FAULT_T - 2.5, "mono": FAULT_T - 2.5, "pid": 1, "host": "h",
+                 "source": "harness", "worker_pid": 303, "rank": 1, "node": "local", "attempt": "0.0", "generation": 1})
+    recs.append({"ev": "step", "t": FAULT_T - 0.2, "mono": FAULT_T - 0.2, "pid": 303, "host": "h", "rank": 1,
+                 "world_size": 2, "attempt": "0.0", "step": 25, "epoch": 0, "samples": [51], "loss": 1.0})
+    result = verdict(sorted(recs, key=lambda r: r["t"]), faults)
+    assert result.verdict == "fail" and "rank 1's process before it" in result.reason, result.reason
+
+
+def test_a_fault_inside_the_step_struck_the_attempt_its_ranks_reported_from() -> None:
+    recs, faults = job()
+    faults[0].details.pop("attempt")  # chaos.instep faults record the command, not the attempt
+    assert verdict(recs, faults, max_s=30).verdict == "pass"
+
+
+def test_no_fault_or_no_attempt_is_inconclusive() -> None:
+    recs, faults = job()
+    assert verdict(recs, []).verdict == "inconclusive"
+    faults[0].details.pop("attempt")
+    early = [r for r in recs if r["t"] > FAULT_T or r.get("source") == "harness"]
+    assert verdict(early, faults).verdict == "inconclusive"
+    assert verdict([], job()[1]).verdict == "inconclusive"
