@@ -68,6 +68,10 @@ class EventWriter:
         with self._lock:
             if pid != self._pid:
                 self._reopen(pid)
+            elif ev == "start":
+                # A process that starts training again in place (NVRx's in-process restart) may have been given
+                # another rank and world size (the ranks left after one was ended): each start says which.
+                self._ident.update(rank=_env_int("RANK", 0), world_size=_env_int("WORLD_SIZE", 1))  # type: ignore[union-attr]
             line = _dumps({"ev": ev, "t": time.time(), "mono": time.monotonic(), **self._ident, **fields})
             # One unbuffered write() of one whole line: nothing waits in a user-space buffer for a
             # SIGKILL to lose, and O_APPEND keeps concurrent writers' lines intact.

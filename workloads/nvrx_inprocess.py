@@ -44,6 +44,16 @@ class InProcessConfig(TrainConfig):
     """inprocess.Wrapper's hard timeout: a rank that did not restart this long after the soft one is terminated
     (its process ends, and torchrun's own restart takes over)."""
 
+    heartbeat_timeout_s: float = 30.0
+    """inprocess.Wrapper's heartbeat timeout: a rank whose wrapper stopped heartbeating (its process gone or frozen)
+    this long is declared dead by its peers (NVRx requires it below the barrier timeout)."""
+
+    whole_world: bool = False
+    """Train only at the full world size: no rank is active unless every rank is (NVRx's
+    ActiveWorldSizeDivisibleBy(world size)), so when the wrapper ends a rank (its hard timeout) the others wait and
+    torchrun's restart brings the job back whole. Off, NVRx's default rank assignment (ShiftRanks) lets the ranks
+    left go on in process as a smaller world."""
+
     barrier_timeout_s: float = 90.0
     """How long the ranks wait for each other at the wrapper's barriers between iterations (NVRx requires soft <
     hard < barrier)."""
@@ -94,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     wrapped = inprocess.Wrapper(
         store_kwargs={"port": port, "multi_tenant": True},
         soft_timeout=seconds(seconds=cfg.soft_timeout_s), hard_timeout=seconds(seconds=cfg.hard_timeout_s),
+        heartbeat_timeout=seconds(seconds=cfg.heartbeat_timeout_s),
         barrier_timeout=seconds(seconds=cfg.barrier_timeout_s), completion_timeout=seconds(seconds=cfg.barrier_timeout_s),
         # The default aborts NCCL only and then destroys the groups; on CPU there is nothing more to do.
         health_check=inprocess.health_check.CudaHealthCheck(),
+        **({} if not cfg.whole_world else {"rank_assignment": inprocess.Compose(
+            inprocess.rank_assignment.ActiveWorldSizeDivisibleBy(int(os.environ["WORLD_SIZE"])),
+            inprocess.rank_assignment.ShiftRanks())}),
     )(train)
     return wrapped()
 

@@ -37,29 +37,32 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
     Config = RestartedInProcessConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        faults = [f for f in outcome.injected_faults if f.injected and f.t_inject is not None]
+        faults = sorted((f for f in outcome.injected_faults if f.injected and f.t_inject is not None),
+                        key=lambda f: float(f.t_inject or 0.0))
         if not faults:
             return self.inconclusive("no fault was injected, so nothing had to restart in process")
         figures: dict[str, Any] = {}
-        for fault in faults:
-            problem, figs = self._judge(fault, outcome)
+        for k, fault in enumerate(faults):
+            # A fault's evidence ends where the next one struck: a restart after that is the next fault's.
+            end = float(faults[k + 1].t_inject or 0.0) if k + 1 < len(faults) else float("inf")
+            problem, figs = self._judge(fault, outcome, end)
             figures[fault.label] = figs
             if problem is not None:
                 return problem(f"{fault.label}: {figs['why']}", **figures)
         return self.passed("; ".join(f"{label}: {figs['why']}" for label, figs in figures.items()), **figures)
 
-    def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[Any, dict[str, Any]]:
+    def _judge(self, fault: FaultRecord, outcome: RunOutcome, end: float) -> tuple[Any, dict[str, Any]]:
         h = outcome.history
         t0 = float(fault.t_inject or 0.0)
         figs: dict[str, Any] = {}
+        before_next = "" if end == float("inf") else " before the next fault"
         spawns = [r for r in h.of("worker_spawn") if isinstance(r.get("worker_pid"), int)]
-        later = sorted({r["worker_pid"] for r in spawns if r.t > t0})
+        later = sorted({r["worker_pid"] for r in spawns if t0 < r.t < end})
         if later:
-            first = min(r.t for r in spawns if r.t > t0)
+            first = min(r.t for r in spawns if t0 < r.t < end)
             figs["why"] = (f"new worker process(es) {later} were spawned {first - t0:.1f} s after it: the job escalated to "
                            f"a process restart, not an in-process one")
             return self.failed, figs
-        seen = {r["worker_pid"]: r for r in spawns if r.t <= t0}
         attempt = fault.details.get("attempt")
         if not isinstance(attempt, str):
             # A fault inside the step (chaos.instep) acts in whatever attempt runs when it lands: the one its ranks
@@ -69,49 +72,33 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
             figs["why"] = ("neither its record nor the ranks' records before it say which attempt it struck, so there "
                            "are no ranks to hold to it")
             return self.inconclusive, figs
-        ranks = sorted(r for r in h.attempt_ranks().get(attempt, set()) if isinstance(r, int))
+        # A process is (host, pid): the harness names the node it spawned a worker on, a worker's records the host
+        # the harness gave it (CHAOS_HOST); pids repeat across nodes.
+        exits = {(str(r.get("node")), r.get("worker_pid")): r.t for r in h.of("worker_exit")}
+        alive: dict[tuple[str, Any], Any] = {}
+        for r in spawns:
+            key = (str(r.get("node")), r["worker_pid"])
+            if r.t <= t0 and str(r.get("attempt")) == attempt and exits.get(key, float("inf")) > t0:
+                alive[key] = r.get("rank")
+        if not any(str(r.get("attempt")) == attempt for r in spawns):
+            figs["why"] = (f"the harness saw no worker of attempt {attempt} spawn (a target whose processes it does not "
+                           f"watch), so no rank's process can be held to its restart")
+            return self.inconclusive, figs
+        named = {r for r in fault.details.get("ranks") or [] if isinstance(r, int) and not isinstance(r, bool)}
+        ranks = sorted({r for r in h.attempt_ranks().get(attempt, set()) if isinstance(r, int)}
+                       | {r for r in alive.values() if isinstance(r, int)} | named)
         if not ranks:
             figs["why"] = f"attempt {attempt}, which it struck, reported no rank"
             return self.inconclusive, figs
-        records = [r for r in h.records if r.source != "harness" and str(r.get("attempt")) == attempt]
+        workload = [r for r in h.records if r.source != "harness" and r.get("source") != "output"]
         latency: dict[int, float] = {}
         iterations: dict[int, int] = {}
         for rank in ranks:
-            own = [r for r in records if r.get("rank") == rank]
-            before = {r.get("pid") for r in own if r.t <= t0}
-            spawned = {pid for pid, r in seen.items() if r.get("rank") == rank}
-            # The rank's process: the one the harness saw spawn as this rank, and that wrote its records up to the fault.
-            process = before & spawned
-            if len(process) != 1:
-                figs["why"] = (f"rank {rank}'s process before it is not one the harness saw spawn and heard from "
-                               f"(records from pid(s) {sorted(p for p in before if p is not None)}, spawned "
-                               f"{sorted(spawned)}): nothing to hold its restart to")
-                return self.inconclusive if not before or not spawned else self.failed, figs
-            pid = next(iter(process))
-            restarts = [r for r in own if r.ev == "inprocess_restart" and r.t > t0]
-            if not restarts:
-                figs["why"] = f"rank {rank} (pid {pid}) reported no in-process restart after it"
-                return self.failed, figs
-            first = restarts[0]
-            if first.get("pid") != pid:
-                figs["why"] = (f"rank {rank}'s restart came from pid {first.get('pid')}, not from its process "
-                               f"(pid {pid}, which the harness saw spawn): not the same process")
-                return self.failed, figs
-            iteration = first.get("iteration")
-            if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 1:
-                figs["why"] = (f"rank {rank}'s restart carries iteration {iteration!r}: a restart is the wrapper's "
-                               f"iteration 1 or later")
-                return self.failed, figs
-            trained = [r for r in own if r.ev == "step" and r.t > first.t]
-            if not trained:
-                figs["why"] = f"rank {rank} (pid {pid}) restarted in process and never trained a step after it"
-                return self.failed, figs
-            if trained[0].get("pid") != pid:
-                figs["why"] = (f"rank {rank}'s first step after its restart came from pid {trained[0].get('pid')}, "
-                               f"not its process (pid {pid})")
-                return self.failed, figs
-            latency[rank] = round(trained[0].t - t0, 3)
-            iterations[rank] = iteration
+            problem, why, figures = self._rank(rank, attempt, t0, end, alive, exits, workload, before_next)
+            if problem is not None:
+                figs["why"] = why
+                return problem, figs
+            latency[rank], iterations[rank] = figures
         worst = max(latency.values())
         figs.update(latency_s=latency, iteration=iterations, max_s=self.config.max_s)
         if worst > self.config.max_s:
@@ -122,6 +109,58 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
                        f"{max(iterations.values())}, no new process) and trained again within {worst:.2f} s "
                        f"(bound {self.config.max_s:g} s)")
         return None, figs
+
+    def _rank(self, rank: int, attempt: str, t0: float, end: float, alive: dict[tuple[str, Any], Any],
+              exits: dict[tuple[str, Any], float], workload: list[Any], before_next: str) -> tuple[Any, str, Any]:
+        """(verdict or None, why, (latency, iteration)) for one rank of the struck attempt."""
+        own = [r for r in workload if r.get("rank") == rank]
+        after = [r for r in own if t0 < r.t < end]
+        procs = [key for key, r in alive.items() if r == rank]
+        if len(procs) > 1:
+            return (self.failed, f"processes {sorted(procs)} were all rank {rank} when it struck: which one restarted "
+                    f"is not one process's story", None)
+        if not procs:
+            if after:
+                return (self.failed, f"rank {rank} had no live process the harness saw when it struck (its process had "
+                        f"exited, or was never seen), yet records after it speak for rank {rank}", None)
+            return self.inconclusive, f"rank {rank} had no live process the harness saw when it struck", None
+        key = procs[0]
+        name = f"rank {rank} ({key[0]}, pid {key[1]})"
+        before = {(str(r.get("host")), r.get("pid")) for r in own if r.t <= t0 and str(r.get("attempt")) == attempt}
+        if key not in before:
+            return self.inconclusive, f"{name} wrote nothing before it: nothing to hold its restart to", None
+        if before - {key}:
+            return (self.failed, f"records of rank {rank} before it came from {sorted(before - {key})} as well as from "
+                    f"its process {key}: not one process's story", None)
+        strangers = {(str(r.get("host")), r.get("pid")) for r in after} - {key}
+        if strangers:
+            return (self.failed, f"records of rank {rank} after it came from {sorted(strangers)}, not its process "
+                    f"{key}: another process took over the rank", None)
+        relabeled = sorted({str(r.get("attempt")) for r in after} - {attempt})
+        if relabeled:
+            return (self.failed, f"records of {name} after it claim attempt(s) {relabeled}: a restart in the same "
+                    f"process stays in attempt {attempt}", None)
+        gone = exits.get(key)
+        if gone is not None and after and gone < max(r.t for r in after):
+            return (self.failed, f"{name} exited {gone - t0:.1f} s after it, yet records from it run to "
+                    f"{max(r.t for r in after) - t0:.1f} s: a dead process restarted nothing", None)
+        restarts = [r for r in after if r.ev == "inprocess_restart"]
+        if not restarts:
+            return self.failed, f"{name} reported no in-process restart after it{before_next}", None
+        prior = [r.get("iteration") for r in own if r.ev == "inprocess_restart" and r.t <= t0
+                 and (str(r.get("host")), r.get("pid")) == key and isinstance(r.get("iteration"), int)]
+        floor = max(prior, default=0)
+        last = floor
+        for r in restarts:
+            iteration = r.get("iteration")
+            if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration <= last:
+                return (self.failed, f"{name}'s restart carries iteration {iteration!r} after iteration {last}: each "
+                        f"restart is the wrapper's next iteration, 1 or later", None)
+            last = iteration
+        trained = [r for r in after if r.ev == "step" and r.t > restarts[0].t]
+        if not trained:
+            return self.failed, f"{name} restarted in process and never trained a step after it{before_next}", None
+        return None, "", (round(trained[0].t - t0, 3), int(restarts[0].get("iteration")))
 
 
 def _attempt_at(history: Any, t: float, ranks: Any) -> str | None:

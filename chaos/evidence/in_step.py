@@ -108,7 +108,11 @@ def caught(history: History, fault: FaultRecord, attempt: str, reaction: Record 
 
 def _settled(history: History, fault: FaultRecord, attempt: str, acted: int | None, figures: dict[str, Any]) -> None:
     t0 = fault.t_inject or 0.0
-    spawns = {r.get("worker_pid"): r.get("rank") for r in history.of("worker_spawn", attempt=attempt)}
+    # The workers alive when it struck: one that had already exited (a short-lived child the harness took for a
+    # worker, a rank gone before) cannot be left waiting by it.
+    gone = {r.get("worker_pid") for r in history.of("worker_exit", attempt=attempt) if r.get("t", 0.0) <= t0}
+    spawns = {r.get("worker_pid"): r.get("rank") for r in history.of("worker_spawn", attempt=attempt)
+              if r.get("worker_pid") not in gone}
     if not spawns:
         figures["evidence"]["settled_s"] = (f"unknown: the harness saw no worker of attempt {attempt} spawn (a "
                                             f"target whose ranks it does not watch)")

@@ -134,7 +134,9 @@ class ProcessTree:
         """Live worker processes: descendants whose environment carries a torchelastic RANK."""
         found: list[Worker] = []
         parents: dict[int, int] = {}
-        for node, proc in self.processes():
+        listed = self.processes()
+        walked = {proc.pid for _node, proc in listed}
+        for node, proc in listed:
             try:
                 worker = self._identify(node, proc)
                 if worker is None:
@@ -146,9 +148,19 @@ class ProcessTree:
                 found.append(worker)
             except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                 continue
-        # A worker's own children (dataloader workers) inherit RANK: keep the topmost per rank.
+        # A worker's own children (dataloader workers) inherit RANK: keep the topmost per rank. So does a daemon a worker
+        # starts (NVRx's in-process monitor forks twice and the middle process exits at once): walked while still in
+        # the tree, it is reparented to init by the time its parent is read. A worker's parent is in the run's tree.
         pids = {w.pid for w in found}
-        return self._number_rounds([w for w in found if parents.get(w.pid) not in pids])
+        out = []
+        for w in found:
+            if parents.get(w.pid) in pids:
+                continue
+            if w.generation == 0 and parents.get(w.pid) not in walked:
+                self._seen[w.key] = None  # left the run's tree before it was ever a worker: never one of it
+                continue
+            out.append(w)
+        return self._number_rounds(out)
 
     def _number_rounds(self, live: list[Worker]) -> list[Worker]:
         """Give each newly seen worker its round (see ``History.align_attempts`` for why)."""

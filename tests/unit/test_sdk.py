@@ -38,6 +38,19 @@ def test_records_carry_the_protocol_fields_and_are_on_disk_at_once(events: Path)
     assert step["samples"] == [4, 5] and step["step"] == 3 and step["loss"] == 0.5
 
 
+def test_a_start_in_the_same_process_reads_its_rank_and_world_size_again(events: Path, monkeypatch) -> None:
+    """NVRx's in-process restart gives a process another rank and world size (the ranks left after one was ended)."""
+    sdk.start(dataset_size=10, device="cpu")
+    sdk.step(1, epoch=0, samples=[1], loss=0.5)
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    sdk.step(2, epoch=0, samples=[2], loss=0.5)  # the same training: what it said at its start still holds
+    sdk.start(dataset_size=10, device="cpu")
+    sdk.step(2, epoch=0, samples=[2, 3], loss=0.5)
+    assert [(r["ev"], r["rank"], r["world_size"]) for r in lines(events)] == [
+        ("start", 1, 2), ("step", 1, 2), ("step", 1, 2), ("start", 0, 1), ("step", 0, 1)]
+
+
 def test_a_forked_child_writes_its_own_file(events: Path) -> None:
     sdk.step(1, epoch=0, samples=(1,), loss=1.0)
     pid = os.fork()

@@ -32,7 +32,7 @@ def job(restart: float = 9.0) -> tuple[list[dict[str, Any]], list[FaultRecord]]:
 
     t0 = FAULT_T - 3.0
     for r, pid in PIDS.items():
-        harness("worker_spawn", t0 - 1.0, worker_pid=pid, rank=r, node="local", attempt="0.0", generation=1)
+        harness("worker_spawn", t0 - 1.0, worker_pid=pid, rank=r, node="h", attempt="0.0", generation=1)
         rank("start", t0 - 0.5, r, local_rank=r, device="cpu", dataset_size=100)
     for s in range(1, 26):
         for r in PIDS:
@@ -71,7 +71,7 @@ def test_a_restart_slower_than_the_bound_fails() -> None:
 def test_a_new_worker_process_is_an_escalation_not_an_in_process_restart() -> None:
     recs, faults = job()
     recs.append({"ev": "worker_spawn", "t": FAULT_T + 5, "mono": FAULT_T + 5, "pid": 1, "host": "h",
-                 "source": "harness", "worker_pid": 202, "rank": 1, "node": "local", "attempt": "0.1", "generation": 2})
+                 "source": "harness", "worker_pid": 202, "rank": 1, "node": "h", "attempt": "0.1", "generation": 2})
     result = verdict(recs, faults)
     assert result.verdict == "fail" and "escalated to a process restart" in result.reason, result.reason
 
@@ -79,21 +79,21 @@ def test_a_new_worker_process_is_an_escalation_not_an_in_process_restart() -> No
 def test_a_rank_that_never_reported_its_restart_fails() -> None:
     recs, faults = job()
     result = verdict([r for r in recs if not (r["ev"] == "inprocess_restart" and r["rank"] == 0)], faults)
-    assert result.verdict == "fail" and "rank 0 (pid 100) reported no in-process restart" in result.reason, result.reason
+    assert result.verdict == "fail" and "rank 0 (h, pid 100) reported no in-process restart" in result.reason, result.reason
 
 
 def test_a_restart_claimed_by_another_process_fails() -> None:
     recs, faults = job()
     forged = [dict(r, pid=555) if r["ev"] == "inprocess_restart" and r["rank"] == 1 else r for r in recs]
     result = verdict(forged, faults)
-    assert result.verdict == "fail" and "came from pid 555, not from its process (pid 101" in result.reason, result.reason
+    assert result.verdict == "fail" and "came from [('h', 555)], not its process ('h', 101)" in result.reason, result.reason
 
 
 def test_steps_after_the_restart_from_another_process_fail() -> None:
     recs, faults = job()
     forged = [dict(r, pid=777) if r["ev"] == "step" and r["rank"] == 1 and r["t"] > FAULT_T else r for r in recs]
     result = verdict(forged, faults)
-    assert result.verdict == "fail" and "first step after its restart came from pid 777" in result.reason, result.reason
+    assert result.verdict == "fail" and "came from [('h', 777)], not its process" in result.reason, result.reason
 
 
 def test_a_restart_with_no_step_after_it_fails() -> None:
@@ -116,23 +116,29 @@ def test_a_restart_before_the_fault_does_not_count() -> None:
     early = [dict(r, t=FAULT_T - 0.5, mono=FAULT_T - 0.5) if r["ev"] == "inprocess_restart" and r["rank"] == 1
              else r for r in recs]
     result = verdict(early, faults)
-    assert result.verdict == "fail" and "rank 1 (pid 101) reported no in-process restart" in result.reason, result.reason
+    assert result.verdict == "fail" and "rank 1 (h, pid 101) reported no in-process restart" in result.reason, result.reason
 
 
-def test_a_rank_the_harness_never_saw_spawn_is_not_proof() -> None:
+def test_a_rank_the_harness_never_saw_spawn_is_a_contradiction() -> None:
     recs, faults = job()
     result = verdict([r for r in recs if not (r["ev"] == "worker_spawn" and r["worker_pid"] == 101)], faults)
-    assert result.verdict == "inconclusive" and "not one the harness saw spawn" in result.reason, result.reason
+    assert result.verdict == "fail" and "rank 1 had no live process the harness saw" in result.reason, result.reason
+
+
+def test_a_target_whose_processes_the_harness_does_not_watch_is_inconclusive() -> None:
+    recs, faults = job()
+    result = verdict([r for r in recs if r["ev"] != "worker_spawn"], faults)
+    assert result.verdict == "inconclusive" and "saw no worker of attempt 0.0 spawn" in result.reason, result.reason
 
 
 def test_records_before_the_fault_from_two_processes_for_one_rank_are_a_contradiction() -> None:
     recs, faults = job()
     recs.append({"ev": "worker_spawn", "t": FAULT_T - 2.5, "mono": FAULT_T - 2.5, "pid": 1, "host": "h",
-                 "source": "harness", "worker_pid": 303, "rank": 1, "node": "local", "attempt": "0.0", "generation": 1})
+                 "source": "harness", "worker_pid": 303, "rank": 1, "node": "h", "attempt": "0.0", "generation": 1})
     recs.append({"ev": "step", "t": FAULT_T - 0.2, "mono": FAULT_T - 0.2, "pid": 303, "host": "h", "rank": 1,
                  "world_size": 2, "attempt": "0.0", "step": 25, "epoch": 0, "samples": [51], "loss": 1.0})
     result = verdict(sorted(recs, key=lambda r: r["t"]), faults)
-    assert result.verdict == "fail" and "rank 1's process before it" in result.reason, result.reason
+    assert result.verdict == "fail" and "were all rank 1 when it struck" in result.reason, result.reason
 
 
 def test_a_fault_inside_the_step_struck_the_attempt_its_ranks_reported_from() -> None:

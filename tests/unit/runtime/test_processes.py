@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from chaos.runtime import processes
@@ -151,3 +152,35 @@ def test_an_orphan_killed_with_its_parent_counts_as_ended_before_init_reaps_it()
     processes.stop_processes([psutil.Process(proc.pid), child], grace_s=5)
     assert processes.exited(child) and processes.exited(psutil.Process(proc.pid))
     assert proc.wait(timeout=5) == -15
+
+
+# A worker's daemon the way NVRx's in-process monitor starts one: forked twice, the middle process gone at once, so
+# the daemon (RANK inherited) is reparented to init. The tree walk can list it just before that happens.
+DAEMON = r"""
+import os, sys, time
+if os.fork() == 0:
+    if os.fork() == 0:
+        print(os.getpid(), flush=True)
+        time.sleep(60)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_a_daemon_that_left_the_tree_is_not_a_worker(agent, monkeypatch) -> None:
+    env = {**os.environ, "RANK": "0", "LOCAL_RANK": "0", "TORCHELASTIC_RESTART_COUNT": "2"}
+    starter = subprocess.Popen([sys.executable, "-c", DAEMON], env=env, stdout=subprocess.PIPE, text=True)
+    daemon = int(starter.stdout.readline())
+    starter.wait()
+    try:
+        tree = ProcessTree()
+        tree.add_root("local", agent.pid)
+        walked = tree.processes
+        # The walk lists the daemon among the run's processes, as it did while its parent still lived.
+        monkeypatch.setattr(tree, "processes", lambda: [*walked(), ("local", psutil.Process(daemon))])
+        assert psutil.Process(daemon).ppid() not in {p.pid for _n, p in walked()}
+        time.sleep(processes.NEGATIVE_CACHE_AFTER_S)
+        workers = tree.workers()
+        assert sorted(w.rank for w in workers) == [0, 1] and daemon not in {w.pid for w in workers}
+    finally:
+        os.kill(daemon, 9)
