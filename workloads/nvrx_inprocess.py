@@ -106,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         soft_timeout=seconds(seconds=cfg.soft_timeout_s), hard_timeout=seconds(seconds=cfg.hard_timeout_s),
         heartbeat_timeout=seconds(seconds=cfg.heartbeat_timeout_s),
         barrier_timeout=seconds(seconds=cfg.barrier_timeout_s), completion_timeout=seconds(seconds=cfg.barrier_timeout_s),
-        # The default aborts NCCL only and then destroys the groups; on CPU there is nothing more to do.
+        # abort: the default, which aborts NCCL's collectives (not gloo's) and destroys the groups. health_check:
+        # CUDA's, as NVRx's examples use it; it passes on a host without a GPU.
         health_check=inprocess.health_check.CudaHealthCheck(),
         **({} if not cfg.whole_world else {"rank_assignment": inprocess.Compose(
             inprocess.rank_assignment.ActiveWorldSizeDivisibleBy(int(os.environ["WORLD_SIZE"])),

@@ -1,59 +1,12 @@
-"""restarted_in_process on a simulated NVRx in-process restart: the truth passes, each lie is refused.
-
-The job: two ranks (pids 100, 101, attempt 0.0) stepping every 0.1 s. At FAULT_T rank 1 raises; the wrapper restarts
-both inside their own processes: each reports ``inprocess_restart`` (iteration 1) ``restart`` s later, reloads the
-checkpoint of step 20 and trains steps 21..40 again. Each lie breaks exactly one promise."""
+"""restarted_in_process on a simulated NVRx in-process restart (inprocess_sim.job): the truth passes, each lie is
+refused. Each lie breaks exactly one promise."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import pytest
-from histsim import make_outcome
-
-from chaos.checks.base import FaultRecord
-from chaos.evidence.events import History
-from chaos.registry import CHECKS
-
-FAULT_T = 1000.0
-PIDS = {0: 100, 1: 101}
-
-
-def job(restart: float = 9.0) -> tuple[list[dict[str, Any]], list[FaultRecord]]:
-    recs: list[dict[str, Any]] = []
-
-    def rank(ev: str, t: float, r: int, pid: int | None = None, **fields: Any) -> None:
-        recs.append({"ev": ev, "t": t, "mono": t, "pid": PIDS[r] if pid is None else pid, "host": "h", "rank": r,
-                     "world_size": 2, "attempt": "0.0", **fields})
-
-    def harness(ev: str, t: float, **fields: Any) -> None:
-        recs.append({"ev": ev, "t": t, "mono": t, "pid": 1, "host": "h", "source": "harness", **fields})
-
-    t0 = FAULT_T - 3.0
-    for r, pid in PIDS.items():
-        harness("worker_spawn", t0 - 1.0, worker_pid=pid, rank=r, node="h", attempt="0.0", generation=1)
-        rank("start", t0 - 0.5, r, local_rank=r, device="cpu", dataset_size=100)
-    for s in range(1, 26):
-        for r in PIDS:
-            rank("step", t0 + s * 0.1, r, step=s, epoch=0, samples=[2 * s + r], loss=1.0)
-    back = FAULT_T + restart
-    for r in PIDS:
-        rank("inprocess_restart", back, r, source="nvrx", iteration=1, cause="RuntimeError: collective failed")
-        rank("ckpt_load", back + 0.1, r, step=20, path="/ckpt/step_20")
-        for s in range(21, 41):
-            rank("step", back + 0.1 + (s - 20) * 0.1, r, step=s, epoch=0, samples=[2 * s + r], loss=1.0)
-        rank("final", back + 2.5, r, step=40, digest="a" * 64)
-    recs.sort(key=lambda r: r["t"])
-    fault = FaultRecord(0, "collective-error", "collective-error#0", FAULT_T,
-                        details={"ranks": [1], "attempt": "0.0"}, t_revert=FAULT_T)
-    return recs, [fault]
-
-
-def verdict(records: list[dict[str, Any]], faults: list[FaultRecord], **config: Any) -> Any:
-    cls = CHECKS.get("restarted_in_process")
-    return cls(cls.Config.model_validate(config)).evaluate(
-        make_outcome(History([dict(r) for r in records]), faults=copy.deepcopy(faults)))
+from inprocess_sim import FAULT_T, job, verdict
 
 
 def test_the_truth_passes_with_the_restart_latency_per_rank() -> None:

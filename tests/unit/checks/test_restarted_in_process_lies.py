@@ -1,66 +1,14 @@
 """restarted_in_process against an adversarial review's lies (2026-11-26): each history breaks, or leaves unproven,
-the promise that every rank restarted inside its own process; none may PASS. The truth passes (first test). Built
-like test_restarted_in_process.py's job(); a process is (host, pid), as the harness names it."""
+the promise that every rank restarted inside its own process; none may PASS. The truth passes (first test). Each starts
+from inprocess_sim.job(); a process is (host, pid), as the harness names it."""
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
-from histsim import make_outcome
+from inprocess_sim import FAULT_T, PIDS, H, R, job, verdict
 
 from chaos.checks.base import FaultRecord
-from chaos.evidence.events import History
-from chaos.registry import CHECKS
-
-FAULT_T = 1000.0
-PIDS = {0: 100, 1: 101}
-
-
-def R(ev: str, t: float, r: int, pid: int, host: str = "h", attempt: str = "0.0", ws: int = 2, **f: Any) -> dict:
-    return {"ev": ev, "t": t, "mono": t, "pid": pid, "host": host, "rank": r, "world_size": ws, "attempt": attempt, **f}
-
-
-def H(ev: str, t: float, **f: Any) -> dict:
-    return {"ev": ev, "t": t, "mono": t, "pid": 1, "host": "h", "source": "harness", **f}
-
-
-def job(restart: float = 9.0, node: str = "h") -> tuple[list[dict[str, Any]], list[FaultRecord]]:
-    recs: list[dict[str, Any]] = []
-
-    def rank(ev: str, t: float, r: int, pid: int | None = None, **fields: Any) -> None:
-        recs.append({"ev": ev, "t": t, "mono": t, "pid": PIDS[r] if pid is None else pid, "host": "h", "rank": r,
-                     "world_size": 2, "attempt": "0.0", **fields})
-
-    def harness(ev: str, t: float, **fields: Any) -> None:
-        recs.append({"ev": ev, "t": t, "mono": t, "pid": 1, "host": "h", "source": "harness", **fields})
-
-    t0 = FAULT_T - 3.0
-    for r, pid in PIDS.items():
-        harness("worker_spawn", t0 - 1.0, worker_pid=pid, rank=r, node=node, attempt="0.0", generation=1)
-        rank("start", t0 - 0.5, r, local_rank=r, device="cpu", dataset_size=100)
-    for s in range(1, 26):
-        for r in PIDS:
-            rank("step", t0 + s * 0.1, r, step=s, epoch=0, samples=[2 * s + r], loss=1.0)
-    back = FAULT_T + restart
-    for r in PIDS:
-        rank("inprocess_restart", back, r, source="nvrx", iteration=1, cause="RuntimeError: collective failed")
-        rank("ckpt_load", back + 0.1, r, step=20, path="/ckpt/step_20")
-        for s in range(21, 41):
-            rank("step", back + 0.1 + (s - 20) * 0.1, r, step=s, epoch=0, samples=[2 * s + r], loss=1.0)
-        rank("final", back + 2.5, r, step=40, digest="a" * 64)
-    recs.sort(key=lambda r: r["t"])
-    fault = FaultRecord(0, "collective-error", "collective-error#0", FAULT_T,
-                        details={"ranks": [1], "attempt": "0.0"}, t_revert=FAULT_T)
-    return recs, [fault]
-
-
-def verdict(records: list[dict[str, Any]], faults: list[FaultRecord], align: bool = False, **config: Any) -> Any:
-    cls = CHECKS.get("restarted_in_process")
-    h = History([dict(r) for r in records])
-    if align:
-        h.align_attempts()
-    return cls(cls.Config.model_validate(config)).evaluate(make_outcome(h, faults=copy.deepcopy(faults)))
 
 
 def assert_not_pass(res: Any) -> None:
