@@ -82,8 +82,10 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
     return argv + script_args(w.args)
 
 
-LAUNCHER_MODULES = {"torchrun": "torch.distributed.run", "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher"}
-"""The module each workload.launcher runs as (``python -m``, with the harness's own interpreter, as torchrun)."""
+LAUNCHER_MODULES = {"torchrun": "chaos.runtime.torchrun", "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher"}
+"""The module each workload.launcher runs as (``python -m``, with the harness's own interpreter). torchrun's is
+torch.distributed.run's own ``main`` started without the garbage collector's work on torch's import and ended
+without the interpreter's teardown (chaos/runtime/torchrun.py): the same agent, half a CPU-second cheaper."""
 
 
 def check_launcher(run: RunContext) -> None:

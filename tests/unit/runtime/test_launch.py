@@ -61,7 +61,7 @@ def test_ft_launcher_takes_torchruns_place_with_its_own_flags_before_the_script(
     assert argv[script - 2:script] == ["--ft-rank-heartbeat-timeout", "5"]
     assert "--standalone" in argv[:script] and argv[script + 1:] == ["--steps", "3"]
     default = workload_argv(_run(tmp_path, "args: {}"), Rendezvous(standalone=True), python="/venv/bin/python")
-    assert default[2] == "torch.distributed.run"
+    assert default[2] == "chaos.runtime.torchrun"
 
 
 def test_a_launcher_that_is_not_installed_is_refused_before_launch_naming_the_extra(tmp_path: Path, monkeypatch) -> None:
