@@ -141,9 +141,12 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
         if len(epochs) < 2:
             return self.inconclusive(f"no epoch completed (the run trained only epoch {epochs[0]}), so its gaps "
                                      f"cannot be told from what was not due yet; run more steps", **figures)
+        discarded = (f"; {figures['discarded_steps']} step(s) discarded (a peer lost inside the all-reduce) and "
+                     f"trained again" if figures["discarded_steps"] else "")
         return self.passed(f"{lost_pairs} of {n_groups * last} (group, step)s lost with a down group ({fraction:.1%}, "
                            f"bound {bound:.1%}, {figures['lost_samples']} samples); no index twice in an epoch, and "
-                           f"every gap of the {len(epochs) - 1} completed epoch(s) is a down group's share", **figures)
+                           f"every gap of the {len(epochs) - 1} completed epoch(s) is a down group's share{discarded}",
+                           **figures)
 
 
 def _listed(items: list[int]) -> str:

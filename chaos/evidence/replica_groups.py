@@ -59,6 +59,9 @@ class Process:
 class Groups:
     processes: dict[int, Process]
     contradictions: list[str]
+    landed: dict[int, set[int]] = field(default_factory=dict)
+    """Per in-step fault (its index), the group processes that recorded it acting on them (``instep`` events): what
+    an in-step fault struck, which its configuration (a rank number) cannot say by itself."""
 
     def successions(self) -> list[tuple[Process, Process]]:
         """(before, after) for each process that took the place of an earlier one of the same group and rank: a
@@ -139,13 +142,22 @@ def replica_groups(history: History) -> Groups:
     for proc in processes.values():
         proc.steps.sort(key=lambda r: r.t)
         proc.heals.sort(key=lambda r: r.t)
-    return Groups(processes, contradictions)
+    landed: dict[int, set[int]] = {}
+    for r in history.of("instep"):
+        if r.get("source") in ("harness", "output"):
+            continue
+        fault, proc = r.get("fault"), process_of(r)
+        if isinstance(fault, int) and not isinstance(fault, bool) and proc is not None:
+            landed.setdefault(fault, set()).add(proc.pid)
+    return Groups(processes, contradictions, landed)
 
 
 def struck_groups(fault: FaultRecord, groups: Groups) -> set[int]:
-    """The replica groups a fault acted on: those of the processes it hit (its ``pids``), or the node it named."""
+    """The replica groups a fault acted on: those of the processes it hit (its ``pids``, or for an in-step fault
+    the processes that recorded it acting), or the node it named."""
     out = {groups.processes[int(p)].group for p in fault.details.get("pids") or []
            if isinstance(p, int) and int(p) in groups.processes}
+    out |= {groups.processes[p].group for p in groups.landed.get(fault.index, ())}
     for key in ("node", "nodes"):
         named = fault.details.get(key)
         for name in named if isinstance(named, list) else [named]:

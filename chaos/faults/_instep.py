@@ -18,7 +18,8 @@ FOLDER = "instep"
 
 class InStepConfig(FaultConfig):
     rank: int | Literal["all"] = Field(default=0)
-    """Global rank it acts on, or 'all'."""
+    """Global rank it acts on, or 'all' (torchft's replica groups are numbered one after another: group g's rank r
+    is g * nproc_per_node + r)."""
     steps: int | None = Field(default=1, ge=1, le=1_000_000)
     """How many steps it acts on each rank (once by default); null: every step until it is reverted
     (``duration_s``) or the run ends: a persistent fault, such as a failing GPU."""
@@ -37,7 +38,7 @@ class InStepFault(Fault):
         raise NotImplementedError
 
     def check(self, run: RunContext) -> None:
-        world = run.experiment.workload.nproc_per_node * max(1, int(getattr(run.experiment.target, "nodes", 1) or 1))
+        world = run.experiment.workload.nproc_per_node * run.experiment.target.node_count()
         rank = self.config.rank  # type: ignore[attr-defined]
         if isinstance(rank, int) and not 0 <= rank < world:
             raise CapabilityError(f"{self.label}: rank {rank} does not exist in a world of {world} ranks "

@@ -19,6 +19,10 @@ DIR_ENV = "CHAOS_INSTEP_DIR"
 """Set on the ranks only when the run arms an in-step fault: the command folder."""
 COMM_ENV = "CHAOS_INSTEP_COMM"
 """Set on the ranks when the run arms a collective-error: every DDP model registers chaos.instep.comm's hook."""
+RANK_BASE_ENV = "CHAOS_RANK_BASE"
+"""Set by a target whose job is several torchrun worlds side by side (torchft's replica groups, each with its own
+rank 0): the first rank of this world in the run's numbering, which an in-step fault's ``rank`` uses (replica
+group g's rank r is g * nproc_per_node + r), so it names one process of the run and its applied/ count is its own."""
 APPLIED = "applied"
 
 

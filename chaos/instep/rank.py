@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from chaos import sdk
-from chaos.instep.command import DIR_ENV, Command, applied, count_applied, read_all
+from chaos.instep.command import DIR_ENV, RANK_BASE_ENV, Command, applied, count_applied, read_all
 
 _runtime: "Runtime | None" = None
 
@@ -43,7 +43,7 @@ def install() -> "Runtime | None":
     global _runtime
     folder = os.environ.get(DIR_ENV)
     if _runtime is None and folder:
-        _runtime = Runtime(folder, int(os.environ.get("RANK", "0")))
+        _runtime = Runtime(folder, int(os.environ.get(RANK_BASE_ENV, "0")) + int(os.environ.get("RANK", "0")))
         _runtime.install()
     return _runtime
 

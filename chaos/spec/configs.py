@@ -46,5 +46,9 @@ class TargetConfig(StrictConfig):
     fault-free run computes: left out of the golden cache key, so experiments differing only in them share
     one golden run. Conservative by design: a field belongs here only when the ranks' layout cannot change."""
 
+    def node_count(self) -> int:
+        """The nodes (torchrun worlds of workload.nproc_per_node ranks each) the job starts with."""
+        return max(1, int(getattr(self, "nodes", 1) or 1))
+
     def golden_key(self) -> dict[str, Any]:
         return self.model_dump(exclude=set(self.GOLDEN_NEUTRAL))

@@ -22,6 +22,7 @@ import psutil
 from pydantic import Field
 
 from chaos.errors import CapabilityError, FaultError, HarnessError
+from chaos.instep.command import RANK_BASE_ENV
 from chaos.runtime.context import RunContext
 from chaos.runtime.launch import Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.runtime.undo import KillTree
@@ -44,6 +45,9 @@ class TorchftConfig(TargetConfig):
     """How often the lighthouse decides a quorum."""
     join_timeout_ms: int = Field(default=10000, ge=100)
     """How long a quorum waits for the groups that heartbeat but have not joined yet."""
+
+    def node_count(self) -> int:
+        return self.replica_groups
 
 
 def _free_port() -> int:
@@ -130,6 +134,8 @@ class Torchft(Target, kind="torchft"):
         env = workload_env(run, node.name)
         env.update({"REPLICA_GROUP_ID": str(node.rank), "NUM_REPLICA_GROUPS": str(self.config.replica_groups),
                     "TORCHFT_LIGHTHOUSE": f"http://127.0.0.1:{self.port}", "CHAOS_LAUNCH": str(launch_no),
+                    # An in-step fault's rank counts the groups' ranks one after another (chaos.instep.command).
+                    RANK_BASE_ENV: str(node.rank * run.experiment.workload.nproc_per_node),
                     # Loopback for the replicas' gloo group: the host's name may resolve elsewhere.
                     "GLOO_SOCKET_IFNAME": "lo"})
         # Each group is a single-node job whose Manager is a client of the store torchrun's agent shares at

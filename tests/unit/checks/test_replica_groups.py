@@ -308,3 +308,52 @@ def test_a_heal_with_no_live_peer_fails() -> None:
                      "participants": 1, "digest": f"{s:016x}"})
     result = verdict("replicas_converge", sorted(recs, key=lambda r: r["t"]), faults)
     assert result.verdict == "fail" and "no live peer" in result.reason, result.reason
+
+
+def in_allreduce(kill_at: int = 15) -> tuple[list[dict[str, Any]], list[FaultRecord]]:
+    """The truth of a collective-error kill: rg1's process dies inside step ``kill_at + 1``'s all-reduce (its
+    ``instep`` landing the only record of who was struck: the fault names a rank number, no pid, no node), and
+    rg0 discards that step, then commits it alone."""
+    recs, faults = job(kill_at=kill_at)
+    base = {"host": "h", "rank": 0, "world_size": 1, "attempt": "0.0"}
+    e, take = samples_of(kill_at + 1, 0)
+    recs += [{"ev": "instep", "t": KILL_T - 0.01, "mono": KILL_T - 0.01, "pid": 201, **base, "fault": 0,
+              "kind": "collective-error", "where": "allreduce", "step": kill_at},
+             {"ev": "discard", "t": KILL_T + 0.05, "mono": KILL_T + 0.05, "pid": 100, **base, "replica_group": 0,
+              "step": kill_at + 1, "epoch": e, "samples": take}]
+    faults[0] = FaultRecord(0, "collective-error", "collective-error#0", KILL_T - 0.5,
+                            details={"ranks": [1], "where": "allreduce", "mode": "kill", "steps": 1})
+    return sorted(recs, key=lambda r: r["t"]), faults
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIG))
+def test_a_peer_killed_inside_the_all_reduce_is_struck_by_its_own_landing(kind: str) -> None:
+    result = verdict(kind, *in_allreduce(), **CONFIG[kind])
+    assert result.verdict == "pass", result.reason
+    if kind == "survivor_progress":
+        assert "rg0 (pid 100)" in result.figures["collective-error#0"]["survivors"]
+    if kind == "drop_replica_samples":
+        assert result.figures["discarded_steps"] == 1
+
+
+def test_an_in_step_fault_that_landed_on_no_group_process_strikes_nothing() -> None:
+    recs, faults = in_allreduce()
+    no_landing = [r for r in recs if r["ev"] != "instep"]
+    assert verdict("survivor_progress", no_landing, faults, max_stall_s=3).verdict == "inconclusive"
+    # A landing claimed by a process the harness never saw spawn on a group's node names no group.
+    stranger = [dict(r, pid=999) if r["ev"] == "instep" else r for r in recs]
+    assert verdict("survivor_progress", stranger, faults, max_stall_s=3).verdict == "inconclusive"
+
+
+def test_a_step_committed_across_a_peer_that_died_in_its_all_reduce_fails() -> None:
+    """The lie a framework without discard tells: rg0 commits the step whose all-reduce lost rg1 as if both took part."""
+    recs, faults = in_allreduce()
+    lie = []
+    for r in recs:
+        if r["ev"] == "discard":
+            r = dict(r, ev="step", loss=1.0, participants=2, digest=digest(r["step"]))
+        elif r["ev"] == "step" and r["pid"] == 100 and r["step"] == 16:
+            continue  # the step it trained again alone, now claimed above
+        lie.append(r)
+    result = verdict("drop_replica_samples", lie, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "rg1's share is missing, not dropped" in result.reason, result.reason

@@ -103,3 +103,38 @@ def test_a_bucket_bitflip_corrupts_this_ranks_reduced_gradient_once(group: inste
     plain.zero_grad()
     plain(torch.ones(2, 4)).sum().backward()
     assert all(torch.equal(a.grad, b.grad) for a, b in zip(m.module.parameters(), plain.parameters()))
+
+
+def test_an_armed_kill_ends_the_rank_inside_its_all_reduce_after_saying_so(tmp_path: Path) -> None:
+    """SIGKILL from inside the hook, in a child process: the landing is on disk first, the applied count too (the
+    attempt that follows does not meet the fault again), and nothing after the backward runs."""
+    import signal
+    import subprocess
+    import sys
+
+    from chaos.instep.command import applied
+
+    folder, events = tmp_path / "instep", tmp_path / "events"
+    folder.mkdir()
+    write(str(folder), Command(index=0, kind="collective-error", where="allreduce", ranks=[1], steps=1,
+                               params={"mode": "kill"}))
+    script = f"""
+import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+from chaos.instep import rank as instep_rank
+dist.init_process_group("gloo", store=dist.FileStore({str(tmp_path / 'store')!r}, 1), rank=0, world_size=1)
+runtime = instep_rank.install()
+assert runtime is not None and runtime.rank == 1, runtime  # RANK 0 of the world whose first rank is 1
+runtime.poll()
+m = DDP(torch.nn.Linear(4, 1))
+m(torch.ones(2, 4)).sum().backward()
+print("survived the all-reduce")
+"""
+    env = {**os.environ, comm.COMM_ENV: "1", "CHAOS_INSTEP_DIR": str(folder), "CHAOS_RANK_BASE": "1", "RANK": "0",
+           "CHAOS_EVENTS_DIR": str(events), "OMP_NUM_THREADS": "1"}
+    res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == -signal.SIGKILL, res.stdout + res.stderr[-2000:]
+    assert "survived" not in res.stdout
+    assert applied(str(folder), 0, 1) == 1
+    landed = [line for f in events.glob("*.jsonl") for line in f.read_text().splitlines() if '"instep"' in line]
+    assert len(landed) == 1 and '"where":"allreduce"' in landed[0], landed
