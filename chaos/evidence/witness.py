@@ -5,10 +5,12 @@ actually loaded may be gone by then. The witness verifies a checkpoint when its 
 ``ckpt_load`` is seen and writes a ``ckpt_verify`` record into harness.jsonl, so the checks can
 judge what was loaded from evidence the harness gathered itself, not from what the workload says.
 
-The looks happen in one child process (``python -m chaos.evidence.witness``), not a thread: hashing a large
+The looks happen in a child process (``python -m chaos.evidence.witness``), not a thread: hashing a large
 checkpoint, and the torch import a DCP ``.metadata`` needs, would hold the harness's GIL and delay
-the run loop that fires triggers (a kill meant for 0.4 s into a save landed 1.2 s in). The child
-reads requests on stdin and exits at end of input, so it dies with a harness that was SIGKILLed.
+the run loop that fires triggers (a kill meant for 0.4 s into a save landed 1.2 s in). One child serves
+the runs of a harness process one after another, so that import is paid once, not per run
+(ci/bench/witness_child.py). The child reads requests on stdin and exits at end of input, so it dies
+with a harness that was SIGKILLed.
 
 A look can lag its event by seconds (the torch import alone takes 3 s of CPU, 4-9 s on a loaded
 2-core box), and retention may prune the checkpoint meanwhile. So the child first *pins* what it
@@ -102,8 +104,97 @@ def _values(path: Path) -> dict[str, Any]:
                 "unscanned": [f"scan failed: {type(exc).__name__}: {exc}"[:200]]}
 
 
+class _Child:
+    """The witness child of this harness process, shared by its runs one after another.
+
+    A look at a DCP ``.metadata`` or a weights-only load needs torch, whose import costs the child about
+    2 CPU-s: paid once per harness process (a ``chaos run`` of many experiments, a pytest worker) instead
+    of once per run. Each request carries an id the child echoes, so every answer goes back to the run
+    that asked; a child that dies fails what it still owed (those looks are logged as unavailable) and
+    the next request starts a new one."""
+
+    def __init__(self) -> None:
+        # Its own session: a Ctrl-C meant for the harness must not cut a look short; it ends when its stdin does
+        # (when this process exits, however it exits).
+        self.proc = subprocess.Popen([sys.executable, "-m", "chaos.evidence.witness"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
+        self.lock = threading.Lock()
+        self.owed: dict[int, tuple["CheckpointWitness", dict[str, Any]]] = {}
+        self.next_id = 0
+        self.reader = threading.Thread(target=self._read, name="chaos-witness", daemon=True)
+        self.reader.start()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None and self.reader.is_alive()
+
+    def send(self, owner: "CheckpointWitness", request: dict[str, Any]) -> None:
+        """Raises OSError when the child is gone."""
+        assert self.proc.stdin is not None
+        with self.lock:
+            rid = self.next_id
+            self.next_id += 1
+            self.owed[rid] = (owner, request)
+            try:
+                self.proc.stdin.write(json.dumps({**request, "rid": rid}) + "\n")
+                self.proc.stdin.flush()
+            except (OSError, ValueError) as exc:  # ValueError: its stdin was closed
+                del self.owed[rid]
+                raise OSError(str(exc)) from exc
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                fields = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            with self.lock:
+                owner, _ = self.owed.pop(fields.pop("rid", -1), (None, None))
+            if owner is not None:
+                owner._answer(fields)
+        with self.lock:  # the child is gone: what it still owed is never coming
+            lost, self.owed = list(self.owed.values()), {}
+        for owner, request in lost:
+            owner._lost(request, "witness child exited before its look")
+
+    def shutdown(self, timeout_s: float = CLOSE_TIMEOUT_S) -> int | None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.reader.join(timeout=10)
+        return self.proc.returncode
+
+
+_shared: _Child | None = None
+_shared_lock = threading.Lock()
+
+
+def _child() -> _Child:
+    global _shared
+    with _shared_lock:
+        if _shared is None or not _shared.alive():
+            _shared = _Child()
+        return _shared
+
+
+def shutdown() -> int | None:
+    """End this process's witness child once its looks are done (at exit its stdin closes anyway); its exit code."""
+    global _shared
+    with _shared_lock:
+        child, _shared = _shared, None
+    return child.shutdown() if child is not None else None
+
+
 class CheckpointWitness:
-    """Sends every committed or loaded checkpoint path (once per event, path and attempt) to the child."""
+    """Sends every committed or loaded checkpoint path (once per event, path and attempt) to the witness child."""
 
     def __init__(self, log: Callable[..., Any], pin_dir: Path | None = None, scan_values: bool = False) -> None:
         self._log = log
@@ -111,10 +202,11 @@ class CheckpointWitness:
         self._scan = scan_values
         """Also scan every tensor for non-finite values (chaos.checkpoint.values), for the checks that need it."""
         self._seen: set[tuple[str, str, str, str]] = set()
-        self._child: subprocess.Popen[str] | None = None
-        self._reader: threading.Thread | None = None
+        self._child: _Child | None = None
+        self._done = threading.Condition()
         self._sent = 0
         self._answered = 0
+        self._closed = False
 
     def observe(self, records: list[dict[str, Any]]) -> None:
         for rec in records:
@@ -132,55 +224,51 @@ class CheckpointWitness:
                         **({"scan": True} if self._scan else {})})
 
     def start(self) -> None:
-        """Start the child now, while the workload starts up: started on the first commit instead, its own
+        """Have the child ready now, while the workload starts up: started on the first commit instead, its own
         start-up (~1-3 s on a loaded 2-core box) let retention prune the first checkpoints before their look."""
         if self._child is None:
-            # Its own session: a Ctrl-C meant for the harness must not cut a look short; it ends
-            # when its stdin does.
-            self._child = subprocess.Popen([sys.executable, "-m", "chaos.evidence.witness"], stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                           start_new_session=True)
-            self._reader = threading.Thread(target=self._read, args=(self._child.stdout,),
-                                            name="chaos-witness", daemon=True)
-            self._reader.start()
+            self._child = _child()
 
     def _send(self, request: dict[str, Any]) -> None:
-        self.start()
-        assert self._child is not None and self._child.stdin is not None
-        try:
-            self._child.stdin.write(json.dumps(request) + "\n")
-            self._child.stdin.flush()
+        with self._done:
             self._sent += 1
-        except OSError as exc:  # the child died: the check will see this look as missing
-            self._log("ckpt_verify", **request, ok=None, gone=False, problems=[f"witness unavailable: {exc}"])
-
-    def _read(self, stream: IO[str]) -> None:
-        for line in stream:
+        for _ in range(2):  # a child found dead is replaced once
             try:
-                fields = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+                if self._child is None or not self._child.alive():
+                    self._child = _child()
+                self._child.send(self, request)
+                return
+            except OSError as exc:
+                error = exc
+                self._child = None
+        self._lost(request, f"witness unavailable: {error}")
+
+    def _answer(self, fields: dict[str, Any]) -> None:
+        with self._done:
+            if not self._closed:
+                self._log("ckpt_verify", **fields)
             self._answered += 1
-            self._log("ckpt_verify", **fields)
+            self._done.notify_all()
+
+    def _lost(self, request: dict[str, Any], why: str) -> None:
+        """A look that will never come (the child died): the check sees it as unavailable, never as verified."""
+        fields = {k: v for k, v in request.items() if k not in ("pin_dir", "scan")}
+        with self._done:
+            if not self._closed:
+                self._log("ckpt_verify", **fields, ok=None, gone=False, problems=[why])
+            self._answered += 1
+            self._done.notify_all()
 
     def close(self) -> None:
-        """Wait for every look under way (their records belong to this run's history), then stop the child."""
-        if self._child is None:
-            return
-        try:
-            if self._child.stdin is not None:
-                self._child.stdin.close()
-        except OSError:
-            pass
-        try:
-            self._child.wait(timeout=CLOSE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            self._child.kill()
-            self._child.wait()
-        if self._reader is not None:
-            self._reader.join(timeout=10)
-        if self._answered < self._sent:
-            self._log("witness_incomplete", sent=self._sent, answered=self._answered)
+        """Wait for every look this run asked for (their records belong to its history), then let its pins go;
+        the child stays for the next run of this process."""
+        with self._done:
+            self._done.wait_for(lambda: self._answered >= self._sent, timeout=CLOSE_TIMEOUT_S)
+            if self._answered < self._sent:
+                self._log("witness_incomplete", sent=self._sent, answered=self._answered)
+            self._closed = True
+        if self._pin_dir is not None and self._answered >= self._sent:
+            shutil.rmtree(self._pin_dir, ignore_errors=True)
 
 
 def serve(stdin: IO[str] = sys.stdin, stdout: IO[str] = sys.stdout) -> None:

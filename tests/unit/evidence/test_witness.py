@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from chaos.checkpoint.manifest import build_manifest, write_manifest
+from chaos.evidence import witness as witness_module
 from chaos.evidence.witness import CheckpointWitness
 
 
@@ -31,7 +32,7 @@ def test_each_look_is_logged_with_its_verdict(tmp_path: Path) -> None:
                      {"ev": "ckpt_commit", "path": str(good), "source": "harness"}])
     child = witness._child
     witness.close()
-    assert child is not None and child.returncode == 0  # it ended with its input, leaving nothing behind
+    assert child is not None and child.alive()  # kept for the next run of this process
     by_key = {(r["seen"], Path(r["path"]).name, r["attempt"]): r for r in logged}
     # Two ranks reporting the same load get one look; a harness record is not a workload event.
     assert len(logged) == 4 and all(r["ev"] == "ckpt_verify" for r in logged)
@@ -130,3 +131,39 @@ def test_a_pin_missing_files_of_a_checkpoint_deleted_meanwhile_is_gone_not_torn(
     shutil.rmtree(ckpt)  # and finished before the look
     fields = look({"path": str(ckpt), "step": 10}, pinned=pinned)
     assert fields["ok"] is None and fields["gone"] is True
+
+
+def test_runs_one_after_another_share_one_child_and_each_gets_only_its_own_looks(tmp_path: Path) -> None:
+    """The torch import is paid once per harness process: the second run's looks go to the same child, and each
+    run's log receives its own answers only. The child ends with its input."""
+    logs: dict[str, list[dict]] = {"a": [], "b": []}
+    firsts = []
+    for name, step in (("a", 10), ("b", 20)):
+        ckpt = sealed(tmp_path / name / f"step_{step:06d}", step)
+        w = CheckpointWitness(lambda ev, _n=name, **fields: logs[_n].append({"ev": ev, **fields}),
+                              pin_dir=tmp_path / name / "pins")
+        w.observe([event("ckpt_commit", ckpt, step=step)])
+        w.close()
+        firsts.append(w._child)
+        assert not (tmp_path / name / "pins").exists()
+    assert firsts[0] is firsts[1] and firsts[0].proc.pid == firsts[1].proc.pid
+    assert [(r["step"], r["ok"]) for r in logs["a"]] == [(10, True)]
+    assert [(r["step"], r["ok"]) for r in logs["b"]] == [(20, True)]
+    assert all("rid" not in r for r in logs["a"] + logs["b"])
+    assert witness_module.shutdown() == 0
+
+
+def test_a_child_that_dies_owes_its_looks_as_unavailable_and_the_next_run_gets_a_new_one(tmp_path: Path) -> None:
+    logged: list[dict] = []
+    w = CheckpointWitness(lambda ev, **fields: logged.append({"ev": ev, **fields}))
+    w.start()
+    dead = w._child
+    dead.proc.kill()
+    dead.proc.wait()
+    dead.reader.join(timeout=10)
+    w.observe([event("ckpt_commit", sealed(tmp_path / "step_000010", 10))])
+    w.close()
+    [rec] = logged
+    assert rec["ok"] is True  # sent to a new child, not lost
+    assert w._child is not dead
+    witness_module.shutdown()
