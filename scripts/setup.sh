@@ -36,6 +36,9 @@ if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then
   command -v munged >/dev/null || missing+=(munge)
   # The report test looks at report.html in a real headless browser (a screenshot, not only the text).
   command -v chromium >/dev/null || missing+=(chromium)
+  # The metrics test sends a real run's metrics to a real Pushgateway and reads them back from a real Prometheus.
+  command -v prometheus >/dev/null || missing+=(prometheus)
+  command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     apt-get update -qq >/dev/null

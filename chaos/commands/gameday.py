@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from chaos.commands.report import write_html
+from chaos.report import metrics
 from chaos.report.journal import Journal
 from chaos.errors import ExperimentError, UsageError
 from chaos.spec.experiment import Experiment
@@ -21,7 +22,7 @@ from chaos.spec.gameday import describe
 from chaos.run.session import plan_experiment, run_experiment
 from chaos.evidence.goodput import CAUSES, Goodput, compute_goodput
 from chaos.report.terminal import print_report
-from chaos.run.runner import LiveState
+from chaos.run.progress import LiveState
 
 REFRESH_S = 0.5
 """How often the live view redraws."""
@@ -38,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the drawn schedule and every action; run nothing")
     p.add_argument("--no-live", action="store_true",
                    help="print a status line every 10 s instead of the live view (the default when not a terminal)")
+    metrics.add_arguments(p)
     p.set_defaults(func=gameday)
 
 
@@ -66,15 +68,22 @@ def gameday(args: argparse.Namespace) -> int:
     assert exp.gameday is not None
     for line in describe(exp.gameday, exp.schedule, exp.target_kind):
         console.print(f"[dim]{escape(line)}[/]")
+    outputs = metrics.outputs_of(args)
     view = LiveView(exp)
     live = console.is_terminal and not args.no_live
-    if live:
-        with Live(view.render(None), console=console, refresh_per_second=4, transient=False) as screen:
-            report = run_experiment(exp, runs_root, echo=view.note, on_poll=lambda s: view.update(s, screen))
-    else:
-        report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
-                                on_poll=lambda s: view.line(s, console))
+    outputs.start()
+    try:
+        if live:
+            with Live(view.render(None), console=console, refresh_per_second=4, transient=False) as screen:
+                report = run_experiment(exp, runs_root, echo=view.note,
+                                        on_poll=outputs.poller(exp.name, lambda s: view.update(s, screen)))
+        else:
+            report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{escape(m)}[/]"),
+                                    on_poll=outputs.poller(exp.name, lambda s: view.line(s, console)))
+    finally:
+        outputs.close()
     print_report(report, console)
+    outputs.after_run(report.run_dir, console)
     html = write_html(Journal.read(report.run_dir), report.run_dir)
     console.print(f"report: {html}")
     return report.exit_code

@@ -16,6 +16,7 @@ from chaos.commands.validate import experiment_files
 from chaos.errors import ChaosError, ExperimentError, UsageError
 from chaos.spec.load import load_experiment
 from chaos.run.session import plan_experiment, run_experiment
+from chaos.report import metrics
 from chaos.report.terminal import print_report
 
 
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-new", action="store_true",
                    help="with --baseline: accept experiments the baseline has no entry for (their figures are "
                         "not gated) instead of failing the gate")
+    metrics.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -56,12 +58,22 @@ def run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         raise UsageError(f"--repeat must be 1 or more, not {args.repeat}")
     baseline = load_baseline(args.baseline) if args.baseline else None  # a bad file fails before any run
+    outputs = metrics.outputs_of(args)  # a bad path or port fails before any run too
     if args.dry_run:
         for exp in experiments:
             console.print(f"[bold]{exp.name}[/] (dry run: nothing is executed)")
             for line in plan_experiment(exp, runs_root):
                 console.print(f"  {line}")
         return 0
+    outputs.start()
+    try:
+        return _run_all(experiments, args, runs_root, baseline, outputs, console)
+    finally:
+        outputs.close()
+
+
+def _run_all(experiments: list, args: argparse.Namespace, runs_root: Path, baseline: dict | None,
+             outputs: metrics.Outputs, console: Console) -> int:
     worst = 0
     reports = []
     for exp in experiments:
@@ -69,13 +81,15 @@ def run(args: argparse.Namespace) -> int:
             again = f" (repeat {n + 1} of {args.repeat})" if args.repeat > 1 else ""
             console.print(f"[dim]running {exp.name} ({exp.source}){again} ...[/]")
             try:
-                report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{m}[/]"))
+                report = run_experiment(exp, runs_root, echo=lambda m: console.print(f"  [dim]{m}[/]"),
+                                        on_poll=outputs.poller(exp.name))
             except ChaosError as exc:
                 console.print(f"[bold magenta]ERROR[/] {exp.name}: {exc}")
                 worst = max(worst, exc.exit_code)
                 continue
             print_report(report, console)
             reports.append(report)
+            outputs.after_run(report.run_dir, console)
             worst = max(worst, report.exit_code)
     if len(reports) > 1:
         passed = sum(r.exit_code == 0 for r in reports)

@@ -10,9 +10,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from chaos.evidence.events import History
+from chaos.evidence.fault_record import FaultRecord
 from chaos.evidence.records import Record, attempt_key, record
+
+
+@dataclass
+class LiveState:
+    """What a live view shows at each poll (``Runner(on_poll=...)``); read it, never change it."""
+
+    now: float
+    """Seconds since launch."""
+    max_step: int
+    attempt: str | None
+    history: History
+    faults: list[FaultRecord]
+    """Injections so far, in order."""
+    upcoming: list[tuple[str, str]]
+    """(fault label, its trigger) of faults still waiting to fire."""
+    run_dir: Path | None = None
+    """The run's folder (its name labels the run's metrics)."""
 
 
 @dataclass(frozen=True)

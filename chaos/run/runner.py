@@ -9,13 +9,12 @@ import shutil
 import signal
 import sys
 import traceback
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 from chaos.runtime.context import HarnessLog, RunContext
 from chaos.errors import ChaosError, UsageError
-from chaos.evidence.events import EventTail, History, attempt_key
+from chaos.evidence.events import EventTail, attempt_key
 from chaos.spec.experiment import Experiment
 from chaos.runtime.clock import SYSTEM, Clock
 from chaos.health.relaunch import next_launch, relaunch
@@ -30,7 +29,7 @@ from chaos.evidence.recovery import compute_recovery
 from chaos.run.armed import Armed, upcoming
 from chaos.run.judge import judge_checks
 from chaos.run.plugins import build_fault, build_trigger
-from chaos.run.progress import Progress
+from chaos.run.progress import LiveState, Progress
 from chaos.run.rundir import LineTail, new_run_dir, stamp, tail_text
 from chaos.registry import CHECKS, TARGETS
 from chaos.runtime.safety import stop_run_processes
@@ -48,21 +47,6 @@ class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         self.signum = signum
         super().__init__(f"interrupted by {signal.Signals(signum).name}: workload stopped, faults reverted")
-
-
-@dataclass
-class LiveState:
-    """What a live view shows at each poll (``Runner(on_poll=...)``); read it, never change it."""
-
-    now: float
-    """Seconds since launch."""
-    max_step: int
-    attempt: str | None
-    history: History
-    faults: list[FaultRecord]
-    """Injections so far, in order."""
-    upcoming: list[tuple[str, str]]
-    """(fault label, its trigger) of faults still waiting to fire."""
 
 
 class Runner:
@@ -335,7 +319,7 @@ class Runner:
             if self.on_poll is not None:
                 try:
                     self.on_poll(LiveState(now, max_step, progress.newest_attempt,
-                                           progress.history, records, upcoming(armed)))
+                                           progress.history, records, upcoming(armed), run.run_dir))
                 except Exception as exc:  # a broken view must not end a game day: drop it, say so, go on
                     self.on_poll = None
                     run.log("live_view_error", error=f"{type(exc).__name__}: {exc}")

@@ -13,7 +13,8 @@ from typing import Callable
 from chaos.evidence.outcome import RunReport
 from chaos.gameday.stop import StopRules
 from chaos.run.golden import Golden
-from chaos.run.runner import LiveState, Runner
+from chaos.run.progress import LiveState
+from chaos.run.runner import Runner
 from chaos.spec.experiment import Experiment
 from chaos.spec.gameday import describe
 

@@ -12,7 +12,7 @@ from chaos.commands.gameday import LiveView
 from chaos.evidence.events import History
 from chaos.spec.load import load_experiment
 from chaos.evidence.outcome import FaultRecord
-from chaos.run.runner import LiveState
+from chaos.run.progress import LiveState
 
 ROOT = Path(__file__).resolve().parents[3]
 
