@@ -211,6 +211,13 @@ def ckpt_begin(step: int, path: str, reason: str | None = None) -> None:
     emit("ckpt_begin", step=step, path=str(path), **extra)
 
 
+def ckpt_staged(step: int, *, seconds: float, bytes: int | None = None) -> None:
+    """An asynchronous save of ``step`` was staged: its state copied aside (host memory) in ``seconds``, the time
+    training was blocked by it. Training resumes now while a background writer persists the copy; its
+    ``ckpt_begin`` and ``ckpt_commit`` follow (or a ``ckpt_error``), and until the commit the copy is not durable."""
+    emit("ckpt_staged", step=step, seconds=float(seconds), **({"bytes": int(bytes)} if bytes is not None else {}))
+
+
 def ckpt_commit(step: int, path: str, *, bytes: int, seconds: float) -> None:
     emit("ckpt_commit", step=step, path=str(path), bytes=int(bytes), seconds=float(seconds))
 

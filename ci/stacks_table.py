@@ -1,11 +1,12 @@
-"""The findings table of docs/stacks.md, generated from the journals of the stack experiments' runs.
+"""The findings tables of docs/stacks.md, generated from the journals of the stack experiments' runs.
 
     python -m pytest experiments -k stateful --chaos-runs-dir runs/stacks   # (or chaos run ...)
-    python ci/stacks_table.py runs/stacks --write                            # rewrites the table in docs/stacks.md
+    python ci/stacks_table.py runs/stacks --write                            # rewrites the tables in docs/stacks.md
 
-Each row is one run of an experiment whose workload is a stack's (STACKS): the stack and the version
-that ran, the fault, each check's verdict and the fault's detect_s and resume_s. Golden (fault-free) runs are left
-out. Nothing in the table is typed by hand.
+Each row is one run of an experiment whose workload is a stack's (STACKS) or a fault-tolerance framework's
+(FRAMEWORKS, a table of their own: their recovery is not checkpoint-restart, and their checks are others): the
+stack and the version that ran, the fault, each check's verdict and the fault's detect_s and resume_s. Golden
+(fault-free) runs are left out. Nothing in the tables is typed by hand.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ STACKS = {"stateful_loader.py": ("torchdata StatefulDataLoader, num_workers 2", 
 """Workload script -> (stack, the distribution whose version is reported)."""
 CHECKS = ("completes", "struck_mid_save", "exactly_once", "checkpoint_integrity", "matches_golden", "detection",
           "rolled_back", "no_corrupt_commit")
+FRAMEWORKS = {"torchft_ddp.py": ("torchft, drop-replica (replica groups under a lighthouse)", "torchft-nightly"),
+              "nvrx_inprocess.py": ("NVRx inprocess.Wrapper, in-process restart", "nvidia-resiliency-ext")}
+"""Workload script -> (framework and the recovery it implements, its distribution)."""
+LAUNCHERS = {"ft_launcher": ("NVRx ft_launcher, heartbeat hang detection and restart", "nvidia-resiliency-ext")}
+"""workload.launcher -> the framework a run under it judges, whatever its script."""
+FRAMEWORK_CHECKS = ("completes", "survivor_progress", "replicas_converge", "drop_replica_samples",
+                    "restarted_in_process", "detection", "matches_golden")
+FBEGIN, FEND = "<!-- frameworks-table:begin -->", "<!-- frameworks-table:end -->"
 
 
 def version(dist: str) -> str:
@@ -35,42 +44,49 @@ def version(dist: str) -> str:
         return "not installed"
 
 
-def rows(runs: Path) -> list[list[str]]:
+def rows(runs: Path, frameworks: bool = False) -> list[list[str]]:
     out = []
     for journal in sorted(runs.rglob("journal.json")):
         j = json.loads(journal.read_text())
         if j["experiment"].endswith("-golden"):
             continue
         exp = j.get("source") or ""
-        script = _script(exp)
-        if script not in STACKS:
+        script, launcher = _workload(exp)
+        if frameworks:
+            found = LAUNCHERS.get(launcher or "") or FRAMEWORKS.get(script or "")
+            checks = FRAMEWORK_CHECKS
+        else:
+            found, checks = STACKS.get(script or ""), CHECKS
+        if found is None:
             continue
-        stack, dist = STACKS[script]
+        stack, dist = found
         verdicts = {c["kind"]: c["verdict"].upper() for c in j["checks"]}
         faults = ", ".join(f["label"] for f in j["faults"]) or "none"
         recovery = [f["recovery"] for f in j["faults"] if f.get("recovery")]
         out.append([stack, version(dist), f"`{Path(exp).name}`", faults,
-                    *(verdicts.get(c, "-") for c in CHECKS),
+                    *(verdicts.get(c, "-") for c in checks),
                     *(", ".join(f"{r[m]:.1f} s" for r in recovery if r.get(m) is not None) or "-"
                       for m in ("detect_s", "resume_s"))])
     return out
 
 
-def _script(experiment: str) -> str | None:
+def _workload(experiment: str) -> tuple[str | None, str | None]:
+    """(the workload script's file name, workload.launcher) of an experiment file."""
     try:
         import yaml
 
         path = Path(experiment)
         doc = yaml.safe_load((path if path.exists() else ROOT / path).read_text())
-        return Path(str(doc["workload"].get("script") or "")).name
+        return Path(str(doc["workload"].get("script") or "")).name, doc["workload"].get("launcher")
     except (OSError, KeyError, TypeError, ValueError):
-        return None
+        return None, None
 
 
-def table(runs: Path) -> str:
-    head = ["stack", "version", "experiment", "fault", *CHECKS, "detect_s", "resume_s"]
+def table(runs: Path, frameworks: bool = False) -> str:
+    head = ["framework" if frameworks else "stack", "version", "experiment", "fault",
+            *(FRAMEWORK_CHECKS if frameworks else CHECKS), "detect_s", "resume_s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows(runs)]
+    lines += ["| " + " | ".join(r) + " |" for r in rows(runs, frameworks)]
     return "\n".join(lines)
 
 
@@ -79,18 +95,22 @@ def main() -> int:
     ap.add_argument("runs", type=Path, help="a runs directory (chaos run --runs-dir, pytest --chaos-runs-dir)")
     ap.add_argument("--write", action="store_true", help=f"replace the table in {DOC.relative_to(ROOT)}")
     args = ap.parse_args()
-    text = table(args.runs)
-    if text.count("\n") < 2:
-        print(f"no run of a stack experiment under {args.runs}", file=sys.stderr)
+    tables = {(BEGIN, END): table(args.runs), (FBEGIN, FEND): table(args.runs, frameworks=True)}
+    if all(text.count("\n") < 2 for text in tables.values()):
+        print(f"no run of a stack or framework experiment under {args.runs}", file=sys.stderr)
         return 1
     if not args.write:
-        print(text)
+        print("\n\n".join(tables.values()))
         return 0
     doc = DOC.read_text()
-    if BEGIN not in doc or END not in doc:
-        print(f"{DOC} has no {BEGIN} ... {END} markers", file=sys.stderr)
-        return 1
-    DOC.write_text(doc[:doc.index(BEGIN) + len(BEGIN)] + "\n" + text + "\n" + doc[doc.index(END):])
+    for (begin, end), text in tables.items():
+        if begin not in doc or end not in doc:
+            print(f"{DOC} has no {begin} ... {end} markers", file=sys.stderr)
+            return 1
+        if text.count("\n") < 2:
+            continue  # no run of that kind here: the table in the doc stays as it was
+        doc = doc[:doc.index(begin) + len(begin)] + "\n" + text + "\n" + doc[doc.index(end):]
+    DOC.write_text(doc)
     print(f"wrote {DOC}")
     return 0
 

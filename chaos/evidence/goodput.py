@@ -30,7 +30,8 @@ HOW = {
     "productive": "step events of steps no attempt had reached before, at up to 1.5x the median step",
     "slow": "the part of a step beyond 1.5x the run's median step (stragglers, contention, a first step's warm-up)",
     "recompute": "step events of steps an earlier attempt had already reached (work a restore threw away)",
-    "ckpt_save": "ckpt_begin to the last rank's ckpt_commit (or ckpt_error), carved out of the step it interrupted",
+    "ckpt_save": "ckpt_begin to the last rank's ckpt_commit (or ckpt_error), carved out of the step it interrupted; "
+                 "for an asynchronous save (ckpt_staged), only its staging: its write overlapped training",
     "startup": "launch to every rank of the first attempt sending start",
     "detection": "the last step before an attempt stopped to the first sign the job noticed (worker exit, health "
                  "event, a new worker): a dead or hung job before anyone acted",
@@ -260,10 +261,30 @@ def save_windows(history: History, *, committed_only: bool = False) -> dict[tupl
     return {k: (w[0], w[1]) for k, w in windows.items() if k in ended}
 
 
+def blocking_windows(history: History, *, committed_only: bool = False) -> dict[tuple[str, Any], tuple[float, float]]:
+    """(attempt, step) -> the time each save held training. An asynchronous save (its ``ckpt_staged`` records) held
+    it only while its state was staged, on each rank from ``t - seconds`` to ``t``: its write, ``ckpt_begin`` to
+    ``ckpt_commit``, overlapped training and is no badput. Any other save held it from ``ckpt_begin`` to the last
+    rank's ``ckpt_commit`` (or ``ckpt_error``), as ``save_windows`` says. The staging's length is the workload's
+    word; a save that blocked longer than it says lengthens its step, which the slow-step rule then bills."""
+    staged: dict[tuple[str, Any], list[float]] = {}
+    for r in history.of("ckpt_staged"):
+        secs = r.get("seconds")
+        if not isinstance(secs, (int, float)) or isinstance(secs, bool) or not 0 <= secs < float("inf"):
+            continue
+        key = (str(r.get("attempt")), r.get("step"))
+        w = staged.setdefault(key, [r["t"] - secs, r["t"]])
+        w[0], w[1] = min(w[0], r["t"] - secs), max(w[1], r["t"])
+    writes = save_windows(history, committed_only=committed_only)
+    out = {k: w for k, w in writes.items() if k not in staged}
+    out.update({k: (w[0], w[1]) for k, w in staged.items() if not committed_only or k in writes})
+    return out
+
+
 def _carve_saves(segments: list[Segment], history: History) -> list[Segment]:
-    """Cut each save window out of the training segments it overlaps (one sweep: both are in time order)."""
+    """Cut each save's blocking window out of the training segments it overlaps (one sweep: both are in time order)."""
     carvable = ("productive", "recompute", "shutdown", "slow")
-    windows = sorted((b, e) for b, e in save_windows(history).values() if e > b)
+    windows = sorted((b, e) for b, e in blocking_windows(history).values() if e > b)
     out: list[Segment] = []
     w = 0
     for s in segments:

@@ -107,7 +107,8 @@ class LighthouseKill(Fault, kind="lighthouse-kill"):
             pass
         except psutil.TimeoutExpired:
             raise FaultError(f"lighthouse-kill: the lighthouse answered {answer} to killing {replica_id}, but its "
-                             f"manager's process (pid {pid}, {node}) was still running {EXIT_WAIT_S:g} s later") from None
+                             f"manager's process (pid {pid}, {node}) was still running {EXIT_WAIT_S:g} s "
+                             f"later") from None
         return {"t_fault": t_fault, "node": node, "pids": [pid], "replica_id": replica_id, "manager": address,
                 "lighthouse_answer": answer}
 

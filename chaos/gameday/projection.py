@@ -5,7 +5,8 @@ The model (first order, Young 1974; Daly 2006 for the refinement), stated in eve
 - interruptions arrive as a Poisson process with mean time between them M = 1 / (rate per GPU-hour x GPUs);
 - each costs a fixed R (detection + restart + checkpoint load, the medians this run measured per
   category, weighted by the mix) plus, on average, half a checkpoint interval of lost work;
-- each save stalls training for delta seconds (this run's median ckpt_begin -> ckpt_commit);
+- each save stalls training for delta seconds (this run's median ckpt_begin -> ckpt_commit; an asynchronous
+  save stalls it only while staged);
 - with a checkpoint every tau seconds of training, the wasted share is delta / tau + (R + tau / 2) / M,
   and goodput is one minus it. Young's optimum is tau* = sqrt(2 delta M); Daly's is
   sqrt(2 delta M) - delta (it counts the save itself as exposed to failure).
@@ -24,7 +25,7 @@ from typing import Any
 
 from chaos.evidence.events import History
 from chaos.spec.mixes import Mix
-from chaos.evidence.goodput import Goodput, save_windows
+from chaos.evidence.goodput import Goodput, blocking_windows
 
 RESTART_PARTS = ("detection", "restart", "ckpt_load")
 MODEL = ("wasted share = delta/tau + (R + tau/2)/M; goodput = 1 - wasted share; Young: tau* = sqrt(2 delta M); "
@@ -90,7 +91,7 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
         if category is None:
             continue
         per_category.setdefault(category, []).append(sum(bill.get(k, 0.0) for k in RESTART_PARTS))
-    windows = save_windows(history, committed_only=True)
+    windows = blocking_windows(history, committed_only=True)  # what a save costs training: its staging, when async
     saves = [e - b for b, e in windows.values()]
     interval = _interval(windows)
     if not per_category or not saves or interval is None:
@@ -113,7 +114,8 @@ def project(split: Goodput, history: History, categories: dict[str, str], mix: M
     measured_by = {
         "restart_s": f"median of {', '.join(RESTART_PARTS)} per interrupting fault, per category "
                      f"({', '.join(f'{c} {v:.2f} s' for c, v in sorted(seen.items()))}), weighted by the mix",
-        "save_s": f"median ckpt_begin -> ckpt_commit of {len(saves)} saves",
+        "save_s": f"median time a save held training, of {len(saves)} saves (ckpt_begin -> ckpt_commit; an "
+                  f"asynchronous save's staging, ckpt_staged)",
         "interval_s": "median seconds between consecutive commits of one attempt",
     }
     if restart_s is not None:

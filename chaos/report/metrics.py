@@ -66,8 +66,9 @@ class RunMetrics:
         self.recovery = Gauge("chaos_fault_recovery_seconds", "Seconds from a fault to each phase of the job's "
                               "recovery: detect, restart (processes up), resume (a step again), regain (the step "
                               "rate back)", [*RUN, "fault", "kind", "phase"], registry=r)
-        self.lost_steps = Gauge("chaos_fault_lost_steps", "Steps trained again after a fault (since the newest "
-                                "durable checkpoint)", [*RUN, "fault", "kind"], registry=r)
+        self.lost_steps = Gauge("chaos_fault_lost_steps", "Durable steps a fault cost: how far the resume fell short "
+                                "of the newest checkpoint that was durable when it acted (0: it resumed from it)",
+                                [*RUN, "fault", "kind"], registry=r)
         self.check = Gauge("chaos_check_verdict", "Each check's verdict (1 for the one that holds)",
                            [*RUN, "check", "verdict"], registry=r)
         self.goodput = Gauge("chaos_goodput_ratio", "Productive training time over wall time (so far while it runs)",
@@ -291,7 +292,8 @@ class Outputs:
 def add_arguments(p: Any) -> None:
     """The metrics options of ``chaos run`` and ``chaos gameday``."""
     p.add_argument("--metrics-textfile", metavar="PATH.prom",
-                   help="write the runs' metrics here in the node exporter's textfile format (rewritten after each run)")
+                   help="write the runs' metrics here in the node exporter's textfile format (rewritten after each "
+                        "run)")
     p.add_argument("--metrics-pushgateway", metavar="URL",
                    help="push each finished run's metrics to this Prometheus Pushgateway (e.g. http://127.0.0.1:9091)")
     p.add_argument("--metrics-port", type=int, metavar="PORT",

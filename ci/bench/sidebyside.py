@@ -30,5 +30,7 @@ def columns(runs: dict[bool, list[Sequence[float]]], digits: int = 2) -> list[st
     out: list[str] = []
     for k in range(len(runs[True][0])):
         on, off = [r[k] for r in runs[True]], [r[k] for r in runs[False]]
-        out += [spread(on, digits), spread(off, digits), f"{statistics.median(on) / statistics.median(off):.2f}"]
+        base = statistics.median(off)
+        ratio = f"{statistics.median(on) / base:.2f}" if base else "-"  # a figure the baseline does not have
+        out += [spread(on, digits), spread(off, digits), ratio]
     return out

@@ -152,16 +152,19 @@ def test_a_run_s_metrics_reach_prometheus_live_and_pushed_and_equal_its_journal(
     # honor_labels keeps the pushed job label ("chaos") over the scrape job's name.
     pushed = {"job": "chaos", "experiment": "metrics-kill", "run": run_dir.name}
     sel = ", ".join(f'{k}="{v}"' for k, v in pushed.items())
-    verdict = wait_for("the pushed verdict in Prometheus", lambda: servers.query(f'chaos_run_verdict{{{sel}, verdict="PASS"}}'), 30)
+    verdict = wait_for("the pushed verdict in Prometheus",
+                       lambda: servers.query(f'chaos_run_verdict{{{sel}, verdict="PASS"}}'), 30)
     assert float(verdict[0]["value"][1]) == 1
     resume = servers.query(f'chaos_fault_recovery_seconds{{{sel}, fault="kill-rank#0", phase="resume"}}')
     assert float(resume[0]["value"][1]) == pytest.approx(fault["recovery"]["resume_s"])
-    assert float(servers.query(f'chaos_goodput_ratio{{{sel}}}')[0]["value"][1]) == pytest.approx(journal["goodput"]["goodput"])
+    goodput = servers.query(f'chaos_goodput_ratio{{{sel}}}')
+    assert float(goodput[0]["value"][1]) == pytest.approx(journal["goodput"]["goodput"])
     assert float(servers.query(f'chaos_faults_injected_total{{{sel}, kind="kill-rank"}}')[0]["value"][1]) == 1
     checks = {r["metric"]["check"]: r["metric"]["verdict"] for r in servers.query(f'chaos_check_verdict{{{sel}}} == 1')}
     assert checks == {c["kind"]: c["verdict"] for c in journal["checks"]}
     # The node exporter's textfile says the same.
-    assert f'chaos_run_verdict{{experiment="metrics-kill",run="{run_dir.name}",verdict="PASS"}} 1.0' in textfile.read_text()
+    line = f'chaos_run_verdict{{experiment="metrics-kill",run="{run_dir.name}",verdict="PASS"}} 1.0'
+    assert line in textfile.read_text()
     # Every query of the dashboard is valid PromQL to this Prometheus and finds this run.
     dashboard = json.loads(DASHBOARD.read_text())
     exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]

@@ -75,16 +75,20 @@ SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {
 def _example_for(kind: str) -> tuple[Path, dict[str, Any]] | None:
     """The cheapest example of ``kind``: on the local target if one is, with the reference DDP workload if one
     is (a torchrun + two DDP ranks start in a few CPU-seconds; a Slurm cluster or an HF/Accelerate import
-    costs several times that, and the interrupt paths judged here are the harness's, not the stack's)."""
+    costs several times that, and the interrupt paths judged here are the harness's, not the stack's), and
+    one whose trigger waits for no particular workload event if one does (a save's phase, ``ckpt_staged``,
+    is an event the torch-free agent never emits: its fault would never fire)."""
     found = []
     for path in sorted(EXPERIMENTS.glob("*.yaml")):
         raw = yaml.safe_load(path.read_text())
-        if any(isinstance(f, dict) and f.get("kind") == kind for f in raw.get("faults") or []):
+        mine = [f for f in raw.get("faults") or [] if isinstance(f, dict) and f.get("kind") == kind]
+        if mine:
             target = raw.get("target", "local")
             local = (target if isinstance(target, str) else target.get("kind")) == "local"
             ddp = (raw.get("workload") or {}).get("script") == "workloads/ddp.py"
-            found.append((not local, not ddp, path.name, path, raw))
-    return min(found, key=lambda x: x[:3])[3:] if found else None
+            on_event = "on_event" in json.dumps(mine[0].get("trigger"))
+            found.append((not local, not ddp, on_event, path.name, path, raw))
+    return min(found, key=lambda x: x[:4])[4:] if found else None
 
 
 def scenario(kind: str, tmp: Path, fake: bool = False) -> Path:

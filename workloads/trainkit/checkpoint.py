@@ -280,9 +280,12 @@ class CheckpointManager:
 
         ``reason`` (e.g. "health") goes into ``ckpt_begin`` for a save off the periodic schedule."""
         self.wait()
+        t0 = time.monotonic()
         staged = self.fmt.stage(app, step, copy=self.is_async)
         if not self.is_async:
             return self._save_staged(step, staged, self.comm, reason)
+        # The staging is all the training loop waits for; from here the copy is only in memory until its commit.
+        self.events.ckpt_staged(step, seconds=time.monotonic() - t0)
         self._thread = threading.Thread(
             target=self._run_background, args=(step, staged, reason), name=f"ckpt-save-{step}", daemon=True
         )

@@ -115,3 +115,28 @@ def test_an_in_process_rollback_bills_its_reload_where_it_happened() -> None:
     assert split.seconds["ckpt_load"] == pytest.approx(1.5)
     assert split.seconds["productive"] == pytest.approx(1.0 + 6.0 - 1.0 + 2.0)  # to step 1 at 3, 2..6, then 7, 8
     assert split.seconds["recompute"] == pytest.approx(2.0)
+
+
+def test_an_asynchronous_save_bills_only_its_staging_and_its_write_overlaps_training() -> None:
+    """Steps 1-10 at 3..12; step 5's save is staged in 0.2 s (ckpt_staged at 7.2 on both ranks) and written in the
+    background from 7.2 to 9.9 while steps 6-7 train: 0.2 s of ckpt_save, not 2.7."""
+    records = [
+        {"ev": "launch", "t": 0.0, "source": "harness"},
+        rec("start", 2.0, rank=0), rec("start", 2.0, rank=1), rec("ckpt_load", 2.5, step=0), *steps("0.0", 1, 10, 3.0),
+        rec("ckpt_staged", 7.2, step=5, seconds=0.2), rec("ckpt_staged", 7.2, rank=1, step=5, seconds=0.15),
+        rec("ckpt_begin", 7.2, step=5, path="/c/5"), rec("ckpt_commit", 9.9, step=5, path="/c/5"),
+        rec("final", 12.5, step=10, digest="d"),
+        {"ev": "exit", "t": 13.0, "code": 0, "source": "harness"},
+    ]
+    split = compute_goodput(History(records), [])
+    assert split.seconds["ckpt_save"] == pytest.approx(0.2)
+    # The same save written synchronously held training for all of its write: 2.5 s more badput, as much less
+    # productive time, the rest alike.
+    sync = compute_goodput(History([r for r in records if r["ev"] != "ckpt_staged"]), [])
+    assert sync.seconds["ckpt_save"] == pytest.approx(2.7)
+    assert split.seconds["productive"] == pytest.approx(sync.seconds["productive"] + 2.5)
+    assert sum(split.seconds.values()) == pytest.approx(split.wall_s) == 13.0
+    # A staging record whose length is no length (negative, NaN, text) proves no overlap: the whole write is billed.
+    for bad in (-1.0, float("nan"), "0.2", True):
+        lie = [dict(r, seconds=bad) if r["ev"] == "ckpt_staged" else r for r in records]
+        assert compute_goodput(History(lie), []).seconds["ckpt_save"] == pytest.approx(2.7), bad

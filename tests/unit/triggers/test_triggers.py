@@ -40,6 +40,11 @@ def test_on_event_matches_and_counts_once_per_attempt_and_step() -> None:
     only_step = OnEvent(OnEventParams(on_event="ckpt_begin", step=20, rank=0))
     assert not only_step(st(events=[{"ev": "ckpt_begin", "step": 20, "rank": 1}]))
     assert only_step(st(events=[{"ev": "ckpt_begin", "step": 20, "rank": 0}]))
+    # An asynchronous save's phases: the staging of step 20, once whichever rank reports it first.
+    staged = OnEvent(OnEventParams(on_event="ckpt_staged", step=20))
+    assert not staged(st(events=[{"ev": "ckpt_staged", "step": 10, "rank": 0, "attempt": "0.0"}]))
+    assert staged(st(events=[{"ev": "ckpt_staged", "step": 20, "rank": 1, "attempt": "0.0"}]))
+    assert not staged(st(events=[{"ev": "ckpt_staged", "step": 20, "rank": 0, "attempt": "0.0"}]))
 
 
 def test_poisson_is_seeded_and_repeating() -> None:

@@ -256,7 +256,9 @@ def test_async_save_stages_a_private_copy_and_commits_in_the_background(tmp_path
         for p in app.model.parameters():
             p.add_(1.0)  # training goes on while the save is in flight
     mgr.wait()
-    assert events.names() == ["ckpt_begin", "ckpt_commit"] and mgr.results[-1].ok
+    assert events.names() == ["ckpt_staged", "ckpt_begin", "ckpt_commit"] and mgr.results[-1].ok
+    staged = events.events[0][1]
+    assert staged["args"] == (2,) and 0 <= staged["seconds"] < 30
     fresh = make_app()
     manager(tmp_path)[0].resume(fresh)
     assert digest_state(fresh.model.state_dict()) == expected
