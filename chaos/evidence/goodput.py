@@ -261,23 +261,40 @@ def save_windows(history: History, *, committed_only: bool = False) -> dict[tupl
     return {k: (w[0], w[1]) for k, w in windows.items() if k in ended}
 
 
+STAGED_BEFORE_BEGIN_S = 1.0
+"""How long before a rank's ``ckpt_begin`` its ``ckpt_staged`` may come: the writer starts as soon as the copy is made."""
+
+
 def blocking_windows(history: History, *, committed_only: bool = False) -> dict[tuple[str, Any], tuple[float, float]]:
-    """(attempt, step) -> the time each save held training. An asynchronous save (its ``ckpt_staged`` records) held
-    it only while its state was staged, on each rank from ``t - seconds`` to ``t``: its write, ``ckpt_begin`` to
-    ``ckpt_commit``, overlapped training and is no badput. Any other save held it from ``ckpt_begin`` to the last
-    rank's ``ckpt_commit`` (or ``ckpt_error``), as ``save_windows`` says. The staging's length is the workload's
-    word; a save that blocked longer than it says lengthens its step, which the slow-step rule then bills."""
-    staged: dict[tuple[str, Any], list[float]] = {}
+    """(attempt, step) -> the time each save held training. A save held it from ``ckpt_begin`` to the last rank's
+    ``ckpt_commit`` (or ``ckpt_error``), as ``save_windows`` says, unless it proves it was asynchronous: every rank
+    that began it reported its staging (``ckpt_staged``, a valid length, just before that rank's ``ckpt_begin``)
+    and the job reported a step while it was being written. Then it held training only while staged, on each rank
+    from ``t - seconds`` to ``t``: its write overlapped training and is no badput. Anything less (a staging record
+    for a save no step overlapped, one rank without one, a record away from its begin) bills the whole write.
+    The staging's length is the workload's word; one that blocked longer lengthens its step, which the slow-step
+    rule then bills."""
+    begins: dict[tuple[str, Any], dict[Any, float]] = {}
+    for r in history.of("ckpt_begin"):
+        ranks = begins.setdefault((str(r.get("attempt")), r.get("step")), {})
+        ranks[r.get("rank")] = min(ranks.get(r.get("rank"), r["t"]), r["t"])
+    staged: dict[tuple[str, Any], dict[Any, tuple[float, float]]] = {}
     for r in history.of("ckpt_staged"):
-        secs = r.get("seconds")
+        secs, key = r.get("seconds"), (str(r.get("attempt")), r.get("step"))
+        begin = begins.get(key, {}).get(r.get("rank"))
         if not isinstance(secs, (int, float)) or isinstance(secs, bool) or not 0 <= secs < float("inf"):
             continue
-        key = (str(r.get("attempt")), r.get("step"))
-        w = staged.setdefault(key, [r["t"] - secs, r["t"]])
-        w[0], w[1] = min(w[0], r["t"] - secs), max(w[1], r["t"])
-    writes = save_windows(history, committed_only=committed_only)
-    out = {k: w for k, w in writes.items() if k not in staged}
-    out.update({k: (w[0], w[1]) for k, w in staged.items() if not committed_only or k in writes})
+        if begin is None or not begin - STAGED_BEFORE_BEGIN_S <= r["t"] <= begin + 0.05:
+            continue
+        staged.setdefault(key, {})[r.get("rank")] = (r["t"] - secs, r["t"])
+    out = {}
+    for key, (b, e) in save_windows(history, committed_only=committed_only).items():
+        ranks = staged.get(key, {})
+        overlapped = any(b < r["t"] < e for r in history.of("step", attempt=key[0]))
+        if overlapped and set(begins.get(key, {})) <= set(ranks):
+            out[key] = (min(w[0] for w in ranks.values()), max(w[1] for w in ranks.values()))
+        else:
+            out[key] = (b, e)
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from chaos.evidence import in_step
 from chaos.evidence.events import History, Record
 from chaos.evidence.outcome import FaultRecord
 
@@ -59,9 +60,10 @@ class Process:
 class Groups:
     processes: dict[int, Process]
     contradictions: list[str]
-    landed: dict[int, set[int]] = field(default_factory=dict)
-    """Per in-step fault (its index), the group processes that recorded it acting on them (``instep`` events): what
-    an in-step fault struck, which its configuration (a rank number) cannot say by itself."""
+    landed: dict[int, list[tuple[int, float, str]]] = field(default_factory=dict)
+    """Per in-step fault (its index), (pid, time, kind) of each ``instep`` record a group process wrote: where an
+    in-step fault acted, which its configuration (a rank number) cannot say by itself (``struck_groups`` decides
+    which of them count)."""
 
     def successions(self) -> list[tuple[Process, Process]]:
         """(before, after) for each process that took the place of an earlier one of the same group and rank: a
@@ -142,13 +144,14 @@ def replica_groups(history: History) -> Groups:
     for proc in processes.values():
         proc.steps.sort(key=lambda r: r.t)
         proc.heals.sort(key=lambda r: r.t)
-    landed: dict[int, set[int]] = {}
+    landed: dict[int, list[tuple[int, float, str]]] = {}
     for r in history.of("instep"):
         if r.get("source") in ("harness", "output"):
             continue
-        fault, proc = r.get("fault"), process_of(r)
-        if isinstance(fault, int) and not isinstance(fault, bool) and proc is not None:
-            landed.setdefault(fault, set()).add(proc.pid)
+        # Only a process the harness saw spawn on a group's node: a landing names no group by its own word.
+        fault, pid = r.get("fault"), r.get("pid")
+        if isinstance(fault, int) and not isinstance(fault, bool) and isinstance(pid, int) and pid in spawned:
+            landed.setdefault(fault, []).append((pid, r.t, str(r.get("kind"))))
     return Groups(processes, contradictions, landed)
 
 
@@ -157,7 +160,9 @@ def struck_groups(fault: FaultRecord, groups: Groups) -> set[int]:
     the processes that recorded it acting), or the node it named."""
     out = {groups.processes[int(p)].group for p in fault.details.get("pids") or []
            if isinstance(p, int) and int(p) in groups.processes}
-    out |= {groups.processes[p].group for p in groups.landed.get(fault.index, ())}
+    if in_step.applies(fault):
+        out |= {groups.processes[pid].group for pid, t, kind in groups.landed.get(fault.index, ())
+                if _landing_counts(fault, groups.processes[pid], t, kind)}
     for key in ("node", "nodes"):
         named = fault.details.get(key)
         for name in named if isinstance(named, list) else [named]:
@@ -165,6 +170,20 @@ def struck_groups(fault: FaultRecord, groups: Groups) -> set[int]:
             if m:
                 out.add(int(m.group(1)))
     return out
+
+
+LANDING_STEPS = 10
+"""The most steps a process may commit between a fault's injection and its landing there. An in-step fault acts at
+the first step boundary after the harness armed it: a landing reported many steps later (a record of another
+moment) does not say the fault struck that group when it was armed."""
+
+
+def _landing_counts(fault: FaultRecord, proc: Process, t: float, kind: str) -> bool:
+    """An ``instep`` record strikes its process's group only when it is this fault's kind, after the fault was
+    armed, while the process lived, and within ``LANDING_STEPS`` of its steps after the arming."""
+    if kind != fault.kind or fault.t_inject is None or t < fault.t_inject or not proc.alive_at(t):
+        return False
+    return sum(1 for r in proc.steps if fault.t_inject <= r.t <= t) <= LANDING_STEPS
 
 
 def largest_gap(times: list[float], since: float, until: float) -> tuple[float, float] | None:

@@ -357,3 +357,69 @@ def test_a_step_committed_across_a_peer_that_died_in_its_all_reduce_fails() -> N
         lie.append(r)
     result = verdict("drop_replica_samples", lie, faults, max_lost_fraction=0.5)
     assert result.verdict == "fail" and "rg1's share is missing, not dropped" in result.reason, result.reason
+
+
+def stalled_third_group(kill: bool = False) -> tuple[list[dict[str, Any]], list[FaultRecord]]:
+    """The truth plus a third group rg2 (pid 500) training with rg0 that stalls 5.8 s after the fault: a survivor
+    whose stall must fail survivor_progress at a 3 s bound, whatever ``instep`` records claim."""
+    recs, faults = job() if kill else in_allreduce()
+    out = list(recs)
+    out.append(dict(next(r for r in recs if r["ev"] == "worker_spawn" and r.get("worker_pid") == 100),
+                    worker_pid=500, node="rg2"))
+    for r in recs:
+        if r["pid"] == 100 and r["ev"] in ("start", "final"):
+            out.append(dict(r, pid=500, replica_group=2, t=r["t"] + 0.002, mono=r["t"] + 0.002))
+        if r["pid"] == 100 and r["ev"] == "step" and not KILL_T - 0.3 < r["t"] < KILL_T + 5.5:
+            out.append(dict(r, pid=500, replica_group=2, t=r["t"] + 0.002, mono=r["t"] + 0.002))
+    return sorted(out, key=lambda r: r["t"]), faults
+
+
+def landing(t: float, pid: int, **fields: Any) -> dict[str, Any]:
+    return {"ev": "instep", "t": t, "mono": t, "pid": pid, "host": "h", "rank": 0, "world_size": 1, "attempt": "0.0",
+            "fault": 0, "kind": "collective-error", "where": "allreduce", "step": 1, **fields}
+
+
+@pytest.mark.parametrize("lie", [
+    landing(KILL_T - 500, 500),                   # before the fault was armed
+    landing(KILL_T, 999, replica_group=2),         # a process the harness never saw spawn, naming its own group
+    landing(KILL_T, 500, kind="nan"),              # another kind than the fault's
+    landing(KILL_T + 6.45, 500),                   # after the process committed more steps than a landing allows
+    landing(KILL_T + 30, 500),                     # after the process ended (its final)
+])
+def test_a_landing_record_cannot_excuse_a_stalled_survivor(lie: dict[str, Any], monkeypatch) -> None:
+    """An adversarial review's lies: each extra ``instep`` record tried to have rg2 counted as struck, so that its
+    stall went unjudged."""
+    import chaos.evidence.replica_groups as rg
+
+    monkeypatch.setattr(rg, "LANDING_STEPS", 5)
+    recs, faults = stalled_third_group()
+    assert verdict("survivor_progress", recs, faults, max_stall_s=3).verdict == "fail"
+    result = verdict("survivor_progress", sorted(recs + [lie], key=lambda r: r["t"]), faults, max_stall_s=3)
+    assert result.verdict == "fail" and "rg2 (pid 500)" in result.reason, result.reason
+
+
+def test_a_landing_of_a_fault_that_does_not_act_inside_the_step_strikes_nothing() -> None:
+    recs, faults = stalled_third_group(kill=True)  # a kill-rank: its pids say whom it struck, no landing can add one
+    lie = sorted(recs + [landing(KILL_T + 0.1, 500, kind="kill-rank")], key=lambda r: r["t"])
+    result = verdict("survivor_progress", lie, faults, max_stall_s=3)
+    assert result.verdict == "fail" and "rg2 (pid 500)" in result.reason, result.reason
+
+
+def test_an_in_step_landing_by_a_process_that_was_already_gone_strikes_nothing() -> None:
+    recs, faults = stalled_third_group()
+    spawn = next(r for r in recs if r["ev"] == "worker_spawn" and r.get("worker_pid") == 500)
+    dead = [dict(spawn, worker_pid=450, t=spawn["t"] - 10, mono=spawn["t"] - 10),
+            dict(spawn, ev="worker_exit", worker_pid=450, t=spawn["t"] - 5, mono=spawn["t"] - 5)]
+    lie = sorted(recs + dead + [landing(KILL_T, 450)], key=lambda r: r["t"])
+    assert verdict("survivor_progress", lie, faults, max_stall_s=3).verdict == "fail"
+
+
+def test_a_landing_record_of_an_unknown_process_makes_no_phantom_group_to_explain_a_gap() -> None:
+    recs, faults = job()
+    step3 = next(r for r in recs if r["ev"] == "step" and r["pid"] == 100 and r["step"] == 3)
+    step3["samples"] = step3["samples"][1:]  # a sample rg0 dropped while both groups were up: a real gap
+    assert verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.9).verdict == "fail"
+    phantom = landing(KILL_T, 999, replica_group=2, step=15)
+    result = verdict("drop_replica_samples", sorted(recs + [phantom], key=lambda r: r["t"]), faults,
+                     max_lost_fraction=0.9)
+    assert result.verdict == "fail", result.reason

@@ -140,3 +140,35 @@ def test_an_asynchronous_save_bills_only_its_staging_and_its_write_overlaps_trai
     for bad in (-1.0, float("nan"), "0.2", True):
         lie = [dict(r, seconds=bad) if r["ev"] == "ckpt_staged" else r for r in records]
         assert compute_goodput(History(lie), []).seconds["ckpt_save"] == pytest.approx(2.7), bad
+
+
+def synchronous_save() -> list[dict]:
+    """Steps 1-5 at 3..7 on both ranks; a synchronous 3 s save of step 5 (7.05-10.05, no step on any rank during
+    it); steps 6-10 at 10.5..14.5; exit 15.5. Truth: 3.0 s of ckpt_save."""
+    return [{"ev": "launch", "t": 0.0, "source": "harness"},
+            rec("start", 2.0, rank=0), rec("start", 2.0, rank=1), rec("ckpt_load", 2.5, step=0), *steps("0.0", 1, 5, 3.0),
+            rec("ckpt_begin", 7.05, step=5, path="/c/5"), rec("ckpt_begin", 7.05, rank=1, step=5, path="/c/5"),
+            rec("ckpt_commit", 10.05, step=5, path="/c/5"), rec("ckpt_commit", 10.05, rank=1, step=5, path="/c/5"),
+            *steps("0.0", 6, 10, 10.5), rec("final", 15.0, step=10, digest="d"),
+            {"ev": "exit", "t": 15.5, "code": 0, "source": "harness"}]
+
+
+def staged(t: float, seconds: object, rank: int = 0) -> dict:
+    return rec("ckpt_staged", t, rank=rank, step=5, seconds=seconds)
+
+
+@pytest.mark.parametrize("lie", [
+    [staged(7.05, 0.0), staged(7.05, 0.0, 1)],      # staging records for a save no step overlapped
+    [staged(7.0, 0.2), staged(7.0, 0.2, 1)],
+    [staged(1.0, 0.5), staged(1.0, 0.5, 1)],        # far from the begin it claims to precede
+    [staged(-50.0, 0.5)],
+    [staged(7.0, 0.2, 1)],                          # only one of the ranks that began the save
+    [staged(10.05, 0.2), staged(10.05, 0.2, 1)],    # after the write began (staging comes first)
+])
+def test_staging_records_cannot_turn_a_synchronous_save_into_an_overlapped_one(lie: list[dict]) -> None:
+    """An adversarial review's lies: each set of ckpt_staged records tried to bill a 3 s synchronous save as
+    milliseconds of staging."""
+    truth = compute_goodput(History(synchronous_save()), [])
+    assert truth.seconds["ckpt_save"] == pytest.approx(3.0)
+    lying = compute_goodput(History(sorted(synchronous_save() + lie, key=lambda r: r["t"])), [])
+    assert lying.seconds["ckpt_save"] == pytest.approx(3.0) and lying.goodput == pytest.approx(truth.goodput)
