@@ -156,11 +156,7 @@ class RunMetrics:
         """The node-exporter textfile collector's format, written whole (prometheus-client writes a temporary file
         beside it and renames it: the collector never reads half a file)."""
         path = Path(path)
-        if not path.parent.is_dir():
-            raise UsageError(f"--metrics-textfile {path}: its folder {path.parent} does not exist; point it at the "
-                             f"node exporter's --collector.textfile.directory (files must end in .prom)")
-        if path.suffix != ".prom":
-            raise UsageError(f"--metrics-textfile {path}: the node exporter reads only files ending in .prom")
+        check_textfile(str(path))  # the folder may have gone since the command started
         try:
             write_to_textfile(str(path), self.registry)
         except OSError as exc:
