@@ -55,6 +55,8 @@ class ExperimentItem(pytest.Item):
             pytest.skip(f"a long experiment (timeout_s {exp.timeout_s:g} s): run it with 'pytest {self.path} "
                         f"--chaos-long' or 'chaos {'gameday' if exp.gameday else 'run'} {self.path}'")
         runs_root = Path(self.config.getoption("--chaos-runs-dir"))
+        if exp.gate is not None:
+            return self._coverage(exp, runs_root)
         try:
             report = run_experiment(exp, runs_root)
         except CapabilityError as exc:
@@ -70,6 +72,20 @@ class ExperimentItem(pytest.Item):
                                    + _summary(report))
         if report.exit_code != 0:
             raise ExperimentFailed(_summary(report))
+
+    def _coverage(self, exp: Any, runs_root: Path) -> None:
+        """A coverage plan (a gate: section) passes when its requirements hold (chaos coverage's exit 0)."""
+        from chaos.errors import CapabilityError
+        from chaos.gate.coverage import run_coverage
+
+        try:
+            cov = run_coverage(exp, runs_root)
+        except CapabilityError as exc:
+            pytest.skip(f"{exc}")
+        self.user_properties.append(("run_dir", cov.folder))
+        code, why = cov.problems()
+        if code != 0:
+            raise ExperimentFailed(f"the gate's coverage does not hold (exit {code}):\n" + cov.markdown())
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, ExperimentFailed):

@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         for p in problems:
             print(str(p), file=sys.stderr)
         return 2
+    plans = [str(e.source) for e in experiments if e.gate is not None]
+    if plans:
+        raise UsageError(f"{', '.join(plans)}: a coverage plan for a health gate (a gate: section), not an "
+                         f"experiment; run it with 'chaos coverage {plans[0]}'")
     runs_root = Path(args.runs_dir)
     if args.repeat < 1:
         raise UsageError(f"--repeat must be 1 or more, not {args.repeat}")

@@ -173,6 +173,11 @@ class Runner:
             self._probe_host(run, "before")
             run.log("launch", launch=run.launch_no, target=self.exp.target_kind,
                     nodes=run.target.node_count, experiment=self.exp.name)
+            self._t0 = self.clock.mono()
+            # A fault that is there when the job starts (triggers.before_launch) acts before the launch; the
+            # run's clock (after_s, timeout_s) starts once it has, so a slow injection eats none of the job's time.
+            self._fire(run, [a for a in armed if a.trigger.before_launch], records,
+                       TriggerState(now=0.0, rng=run.rng))
             start = self._t0 = self.clock.mono()
             run.target.launch(run)
             self.witness.start()
@@ -314,8 +319,13 @@ class Runner:
                 run.log("gameday_stop", reason=stop)
                 self.echo(msg)
                 return run.target.exit_code(), False
-            state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng, last_inject=self._last_inject)
-            self._fire(run, armed, records, state)
+            # Read before the triggers: a fault must not strike a workload that has already ended (a gate
+            # that failed on its own would look as if the fault had made it fail: chaos/gate/cell.py).
+            code = run.target.exit_code()
+            if code is None:
+                state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng,
+                                     last_inject=self._last_inject)
+                self._fire(run, armed, records, state)
             if self.on_poll is not None:
                 try:
                     self.on_poll(LiveState(now, max_step, progress.newest_attempt,
@@ -324,8 +334,8 @@ class Runner:
                     self.on_poll = None
                     run.log("live_view_error", error=f"{type(exc).__name__}: {exc}")
                     self.echo(f"live view stopped ({type(exc).__name__}: {exc}); the run goes on")
-            code = run.target.exit_code()
             if code is not None:
+                run.log("workload_exit", code=code)
                 # One last read: events flushed just before the agent exited.
                 last = progress.fold(tail.poll(), run.log.drain(), [])
                 self.witness.observe(last)

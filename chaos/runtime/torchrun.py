@@ -30,8 +30,9 @@ import sys
 import threading
 
 
-def _exit_now() -> None:
-    """What a normal interpreter exit does that matters to the job, then exit 0 without the teardown."""
+def exit_now(code: int = 0) -> None:
+    """What a normal interpreter exit does that matters to the job, then exit with ``code`` without the teardown
+    (also the reference pre-flight gate's exit: chaos.health.preflight)."""
     for thread in threading.enumerate():
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
@@ -42,7 +43,7 @@ def _exit_now() -> None:
             stream.flush()
         except (OSError, ValueError):  # a closed or broken pipe: nothing more can be said anyway
             pass
-    os._exit(0)
+    os._exit(code)
 
 
 def main() -> None:
@@ -57,7 +58,7 @@ def main() -> None:
     except SystemExit as stop:
         if stop.code not in (None, 0):
             raise
-    _exit_now()
+    exit_now()
 
 
 if __name__ == "__main__":

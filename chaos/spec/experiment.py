@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from chaos.spec.configs import CheckConfig, FaultConfig, StrictConfig, TargetConfig
 from chaos.spec.gameday import GamedayConfig, Scheduled
+from chaos.spec.gate import GateConfig
 from chaos.spec.workload import (DEVICE_ENV, SOURCE_SUFFIXES, STACK_PACKAGES, THREAD_ENV, WorkloadConfig, _arg_paths,
                                  _beside, installed_version, resolve_path)
 
@@ -94,6 +95,8 @@ class Experiment:
     gameday: GamedayConfig | None = None
     schedule: list[Scheduled] = field(default_factory=list)
     """A game day's drawn faults (also in ``faults``, in the same order)."""
+    gate: GateConfig | None = None
+    """A coverage plan: the workload is a health gate, run once per fault (``chaos coverage``)."""
 
     def resolve_script(self) -> Path | None:
         """The workload script, relative to the experiment file's folder or any folder above it."""
@@ -216,3 +219,7 @@ class ExperimentFile(StrictConfig):
     (strict: it fails the suite if the check starts passing, or another one fails). ``chaos run`` still FAILs."""
     gameday: GamedayConfig | None = None
     """A game day: a published failure mix, seeded and time-compressed, drawn into this run's faults."""
+    gate: GateConfig | None = None
+    """A coverage plan for a health gate: the workload is the gate (any command or script; exit 0 means
+    healthy), and ``chaos coverage`` runs it once per fault in ``faults``, each alone on a fresh target, and
+    on healthy runs; a fault without a trigger is there before the gate starts (``before_launch``)."""

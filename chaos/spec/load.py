@@ -14,6 +14,7 @@ from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
 from chaos.spec.configs import TargetConfig
 from chaos.spec.experiment import (COMBINATORS, MAX_TRIGGER_DEPTH, TRIGGER_MODIFIERS, CheckSpec, Experiment,
                                    ExperimentFile, FaultSpec, TriggerModifiers, TriggerSpec)
+from chaos.spec.gate import plan_problems
 from chaos.spec.gameday import Scheduled, draw
 
 
@@ -167,7 +168,16 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         raise ExperimentError([Problem(file, None, "", "the document is nested too deeply")]) from None
 
     target_kind, target_cfg = _validate_target(top.target, col)
-    faults = [_validate_fault(i, f, col) for i, f in enumerate(top.faults)]
+    raw_faults = top.faults
+    if top.gate is not None:
+        # A coverage plan's fault is there before the gate starts unless it says otherwise.
+        raw_faults = [{**f, "trigger": {"before_launch": True}} if isinstance(f, dict) and "trigger" not in f else f
+                      for f in raw_faults]
+        if top.gameday is not None:
+            col.add(("gate",), "a file is a coverage plan (gate) or a game day (gameday), not both")
+        if not raw_faults:
+            col.add(("faults",), "a coverage plan needs faults: the gate is run once under each")
+    faults = [_validate_fault(i, f, col) for i, f in enumerate(raw_faults)]
     schedule: list[Scheduled] = []
     if top.gameday is not None and target_kind:
         nodes = getattr(target_cfg, "nodes", 1)
@@ -201,7 +211,7 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         target=target_cfg, target_kind=target_kind,
         faults=[f for f in faults if f is not None], checks=[c for c in checks if c is not None],
         timeout_s=top.timeout_s, seed=top.seed, source=path, raw=data, known_failure=top.known_failure,
-        gameday=top.gameday, schedule=schedule,
+        gameday=top.gameday, schedule=schedule, gate=top.gate,
     )
     if exp.workload.script is not None and exp.resolve_script() is None:
         col.add(("workload", "script"),
@@ -221,6 +231,9 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
             if name not in kinds:
                 col.add(("known_failure", "checks", i), f"'{name}' is not one of this experiment's checks "
                                                         f"({', '.join(sorted(kinds)) or 'none'})")
+    if exp.gate is not None:
+        for where, message in plan_problems(exp.gate, exp.faults):
+            col.add(where, message)
     for spec in exp.faults:
         if spec.index >= len(top.faults):
             continue  # a game day's drawn fault: checked through its category above

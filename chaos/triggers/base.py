@@ -45,6 +45,8 @@ class Trigger(Plugin):
     shorthand: ClassVar[str | None] = None
     repeating: ClassVar[bool] = False
     """A repeating trigger may fire many times; the others fire at most once."""
+    before_launch: ClassVar[bool] = False
+    """Polled once before the workload starts (``before_launch``); the others only once it runs."""
 
     def __init__(self, params: TriggerParams | None = None) -> None:
         self.params = params if params is not None else self.Params()

@@ -39,8 +39,8 @@ def test_the_lean_exit_runs_exit_handlers_joins_threads_and_flushes(tmp_path: Pa
             "atexit.register(lambda: print('handler ran'))\n"
             "threading.Thread(target=lambda: (time.sleep(0.3), print('thread finished'))).start()\n"
             "sys.stdout.write('buffered')\n"
-            "from chaos.runtime.torchrun import _exit_now\n"
-            "_exit_now()\n")
+            "from chaos.runtime.torchrun import exit_now\n"
+            "exit_now()\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0
     assert res.stdout.index("buffered") < res.stdout.index("thread finished") < res.stdout.index("handler ran")

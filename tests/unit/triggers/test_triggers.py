@@ -7,6 +7,7 @@ import random
 from chaos.triggers.after_s import AfterS, AfterSParams
 from chaos.triggers.at_step import AtStep, AtStepParams
 from chaos.triggers.base import TriggerState, all_of
+from chaos.triggers.before_launch import BeforeLaunch
 from chaos.triggers.every_steps import EverySteps, EveryStepsParams
 from chaos.triggers.on_event import OnEvent, OnEventParams
 from chaos.triggers.poisson import Poisson, PoissonParams
@@ -24,6 +25,12 @@ def test_at_step_fires_once_at_or_after_the_step() -> None:
 def test_after_s_fires_once() -> None:
     t = AfterS(AfterSParams(after_s=5))
     assert [t(st(now=n)) for n in (0, 4.9, 5.0, 6)] == [False, False, True, False]
+
+
+def test_before_launch_is_polled_before_the_launch_and_fires_once() -> None:
+    t = BeforeLaunch()
+    assert t.before_launch and not AfterS(AfterSParams(after_s=0)).before_launch
+    assert [t(st()), t(st(now=1.0, step=5))] == [True, False]
 
 
 def test_every_steps_fires_per_multiple_even_when_steps_jump() -> None:
