@@ -39,6 +39,8 @@ if [ "$(id -u)" = 0 ] && [ "${CHAOS_SKIP_SYSTEM:-0}" != 1 ]; then
   # The metrics test sends a real run's metrics to a real Pushgateway and reads them back from a real Prometheus.
   command -v prometheus >/dev/null || missing+=(prometheus)
   command -v prometheus-pushgateway >/dev/null || missing+=(prometheus-pushgateway)
+  # The slow-storage fault's passthrough filesystem (chaos.runtime.slowfs: mfusepy over libfuse 2).
+  ldconfig -p | grep -q 'libfuse\.so\.2' || missing+=(libfuse2)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing ${missing[*]}" >&2
     apt-get update -qq >/dev/null

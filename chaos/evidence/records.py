@@ -42,7 +42,7 @@ HARNESS_KINDS = frozenset({
     "ckpt_verify", "witness_incomplete", "cmd", "capability", "ckpt_mount", "xid_write", "straggler_cycles",
     "nodes", "node_launch", "docker_image", "slurm_submit", "slurm_job", "slurm_step", "slurm_requeue",
     "slurm_drain", "slurm_drain_failed", "slurm_cluster_up", "slurm_cluster_down", "slurm_daemon",
-    "host_speed", "oom_limit", "oom_kill", "lighthouse", "replica_back", "workload_exit",
+    "host_speed", "oom_limit", "oom_kill", "lighthouse", "replica_back", "workload_exit", "slowfs",
 })
 RESERVED_SOURCES = frozenset({"harness", "output"})
 """``source`` values only the harness sets: its own records, and steps it read from the workload's output."""

@@ -16,11 +16,12 @@ Exit 0 means healthy. Each probe prints one line; the first that fails is named 
   directory, then removed: a full, read-only or lying filesystem fails.
 - ``one_step`` (all ranks): the process group forms within ``--timeout-s``, one DDP step of a small model
   runs, and every rank holds the same weights after it.
+- ``storage_speed``: the slowest rank's write speed in the storage probe against ``--baseline``.
 - ``allreduce``: small all-reduces (latency) and large ones (bus bandwidth) against ``--baseline``.
 - ``compute``: the same matrix products timed on every rank: the slowest against the fastest (a straggler)
   and against the baseline.
 
-``--record-baseline`` measures the last three on a healthy cluster and writes ``--baseline``: a gate that
+``--record-baseline`` measures the last four on a healthy cluster and writes ``--baseline``: a gate that
 compares against nothing cannot see a slow link. A baseline of another world size or backend is refused.
 """
 
@@ -50,6 +51,8 @@ class Probe:
     ok: bool
     detail: str
     skipped: bool = False
+    figure: float | None = None
+    """What it measured, where the baseline compares it (the storage probe's write MB/s)."""
 
 
 # ---------------------------------------------------------------------------------------------- local probes
@@ -154,6 +157,7 @@ def storage_probe(folder: str, mib: float, tag: str) -> Probe:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+        written = time.monotonic() - t0
         with open(path, "rb") as fh:
             got = hashlib.blake2b(fh.read()).hexdigest()
     except OSError as exc:
@@ -166,7 +170,9 @@ def storage_probe(folder: str, mib: float, tag: str) -> Probe:
             pass
     if got != want:
         return Probe("storage", False, f"{folder}: read back differs from what was written")
-    return Probe("storage", True, f"{mib:g} MiB round trip in {time.monotonic() - t0:.3f} s")
+    mbps = len(data) / 1e6 / max(written, 1e-6)
+    return Probe("storage", True, f"{mib:g} MiB round trip in {time.monotonic() - t0:.3f} s ({mbps:.1f} MB/s written)",
+                 figure=mbps)
 
 
 # ---------------------------------------------------------------------------------------------- the baseline
@@ -182,21 +188,28 @@ class Measured:
     """Bus bandwidth of the large all-reduces (2(n-1)/n of the bytes per second, in GB/s)."""
     compute_s: list[float]
     """Per rank, the median time of the fixed matrix products."""
+    storage_mbps: float = 0.0
+    """The slowest rank's write-and-fsync speed into the checkpoint directory, MB/s (0: not measured)."""
 
 
 def judge_measured(now: Measured, base: Measured | None, *, latency_factor: float, bandwidth_fraction: float,
-                   straggler_ratio: float, compute_factor: float) -> list[Probe]:
-    """The allreduce and compute probes' verdicts: against the other ranks, and against the baseline."""
+                   straggler_ratio: float, compute_factor: float, storage_fraction: float = 0.1) -> list[Probe]:
+    """The storage speed, allreduce and compute probes' verdicts: against the other ranks, and the baseline."""
+    if base is not None and (base.world_size, base.backend) != (now.world_size, now.backend):
+        return [Probe("allreduce", False, f"the baseline is of {base.world_size} ranks on {base.backend}, this "
+                                          f"job {now.world_size} on {now.backend}: record one for this world")]
     out = []
+    if base is not None and base.storage_mbps and now.storage_mbps < storage_fraction * base.storage_mbps:
+        out.append(Probe("storage_speed", False, f"the checkpoint directory takes writes at {now.storage_mbps:.2f} "
+                                                 f"MB/s, under {storage_fraction:g} of the baseline's "
+                                                 f"{base.storage_mbps:.1f} MB/s"))
+    elif base is not None and base.storage_mbps:
+        out.append(Probe("storage_speed", True, f"{now.storage_mbps:.1f} MB/s written"))
     slowest = max(range(len(now.compute_s)), key=lambda r: now.compute_s[r])
     ratio = now.compute_s[slowest] / max(min(now.compute_s), 1e-9)
     if base is None:
         out.append(Probe("allreduce", True, f"latency {now.latency_s * 1e3:.2f} ms, {now.busbw_gbps:.3f} GB/s "
                                             f"(no baseline to compare)"))
-    elif (base.world_size, base.backend) != (now.world_size, now.backend):
-        out.append(Probe("allreduce", False, f"the baseline is of {base.world_size} ranks on {base.backend}, this "
-                                             f"job {now.world_size} on {now.backend}: record one for this world"))
-        return out
     elif now.latency_s > latency_factor * base.latency_s:
         out.append(Probe("allreduce", False, f"latency {now.latency_s * 1e3:.2f} ms, over {latency_factor:g}x the "
                                              f"baseline's {base.latency_s * 1e3:.2f} ms"))
@@ -307,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bandwidth-fraction", type=float, default=0.25)
     p.add_argument("--straggler-ratio", type=float, default=1.6)
     p.add_argument("--compute-factor", type=float, default=3.0)
+    p.add_argument("--storage-fraction", type=float, default=0.1,
+                   help="fail when the checkpoint directory takes writes slower than this share of the baseline's")
     a = p.parse_args(argv)
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
@@ -343,9 +358,12 @@ def main(argv: list[str] | None = None) -> int:
     sdk.start(dataset_size=None, device=backend, local_rank=local_rank)  # under the harness: the group formed
     # A rank whose node is unfit still joins, so that every rank fails now, together, instead of the others
     # waiting out the process group's timeout for it.
-    unfit: list[Any] = [None] * world
-    dist.all_gather_object(unfit, None if failed is None else f"{failed.name} on rank {rank} ({host}): {failed.detail}")
-    others = [u for u in unfit if u is not None]
+    said: list[Any] = [None] * world
+    speed = next((x.figure for x in mine if x.name == "storage" and x.figure is not None), 0.0)
+    dist.all_gather_object(said, (None if failed is None else f"{failed.name} on rank {rank} ({host}): {failed.detail}",
+                                  speed))
+    others = [u for u, _ in said if u is not None]
+    storage_mbps = min(s for _, s in said)
     if others:
         if failed is None:
             say(f"preflight: FAIL {others[0]}")
@@ -356,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         probes = [_one_step(dist, torch)]
         stage = "allreduce"
         measured = _measure(dist, torch, world, backend)
+        measured.storage_mbps = storage_mbps
         if a.record_baseline:
             if not a.baseline:
                 say("preflight: FAIL baseline: --record-baseline needs --baseline PATH")
@@ -374,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         probes += judge_measured(measured, base, latency_factor=a.latency_factor,
                                  bandwidth_fraction=a.bandwidth_fraction, straggler_ratio=a.straggler_ratio,
-                                 compute_factor=a.compute_factor)
+                                 compute_factor=a.compute_factor, storage_fraction=a.storage_fraction)
         if rank == 0:
             for probe in probes:
                 say(f"preflight {probe.name}: {'ok' if probe.ok else 'FAIL'}: {probe.detail}")

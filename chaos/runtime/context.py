@@ -109,6 +109,8 @@ class RunContext:
     """The run network's subnet, picked once by a netns or docker target."""
     ckpt_mount: Any = None
     """The size-limited checkpoint mount the storage faults share (chaos.faults.ckpt_mount.CkptMount)."""
+    slowfs: int | None = None
+    """The pid of the slow filesystem's daemon when slow-storage mounted one over the checkpoint directory."""
     instep_dir: Path | None = None
     """The in-step faults' command folder (chaos.instep.command), set when the run arms one: the ranks then
     start with the in-step bootstrap on their Python path."""

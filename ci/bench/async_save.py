@@ -1,8 +1,10 @@
 """Benchmark: synchronous vs asynchronous checkpoint saves of the reference DDP workload, under the same slow storage.
 
-Each trial runs the same job twice under torchrun (2 ranks on CPU, gloo, ``--ckpt-write-delay-s`` holding every
-write open, standing in for slow storage): once saving synchronously, once with ``--async-save`` (the state staged
-in memory, written by a background thread). Which goes first alternates. From the job's own events
+Each trial runs the same job twice under torchrun (2 ranks on CPU, gloo): once saving synchronously, once with
+``--async-save`` (the state staged in memory, written by a background thread). Which goes first alternates. The
+checkpoint directory is on real slow storage: the slow-storage fault's FUSE passthrough (chaos.runtime.slowfs)
+capping every write together at ``--write-mbps`` (needs root, /dev/fuse and libfuse2, as the fault does); with
+``--write-mbps 0``, ``--ckpt-write-delay-s`` holds each save open instead (any machine). From the job's own events
 (chaos.evidence.goodput, the split every run's journal carries) it reports, per setting:
 
 - the wall time from launch to the job's exit;
@@ -13,18 +15,21 @@ in memory, written by a background thread). Which goes first alternates. From th
 
 Medians over the trials, with the spread (min-max), and the ratio async / sync.
 
-    python ci/bench/async_save.py [--trials 3] [--steps 40] [--write-delay-s 1.0]
+    python ci/bench/async_save.py [--trials 3] [--steps 40] [--write-mbps 2] [--write-mbps 0 --write-delay-s 1.0]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from rich.console import Console
 from rich.table import Table
@@ -38,16 +43,46 @@ from chaos.evidence.events import History, read_records  # noqa: E402
 from chaos.evidence.goodput import compute_goodput  # noqa: E402
 
 
-def trial(asynchronous: bool, steps: int, delay_s: float) -> tuple[float, float, float, float]:
+@contextlib.contextmanager
+def slow_storage(folder: Path, write_mbps: float) -> Iterator[None]:
+    """``folder`` on the slow filesystem for the block (mounted empty, unmounted after; the fault's own daemon)."""
+    if not write_mbps:
+        yield
+        return
+    from chaos.faults.slow_storage import check_can_fuse
+
+    check_can_fuse()
+    backing, control = folder.parent / "backing", folder.parent / "control.json"
+    backing.mkdir()
+    folder.mkdir()
+    control.write_text(json.dumps({"write_mbps": write_mbps}))
+    daemon = subprocess.Popen([sys.executable, "-m", "chaos.runtime.slowfs", str(backing), str(folder), "--control",
+                               str(control)], env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 15
+        while not os.path.ismount(folder):
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the slow filesystem did not mount")
+            time.sleep(0.02)
+        yield
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+        daemon.kill()
+        daemon.wait()
+
+
+def trial(asynchronous: bool, steps: int, delay_s: float, write_mbps: float) -> tuple[float, float, float, float]:
     """(wall s, s saves blocked training, staging s summed over saves, write s summed over saves) of one job."""
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, slow_storage(Path(tmp) / "ckpt", write_mbps):
         events = Path(tmp) / "events"
         env = dict(os.environ, CHAOS_EVENTS_DIR=str(events), CHAOS_RUN_DIR=tmp, PYTHONPATH=str(ROOT),
                    OMP_NUM_THREADS="1")
         argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                 "--monitor-interval", "0.1", str(ROOT / "workloads" / "ddp.py"), "--steps", str(steps),
                 "--ckpt-every", "10", "--ckpt-dir", str(Path(tmp) / "ckpt"), "--step-sleep", "0.05",
-                "--ckpt-write-delay-s", str(delay_s), *(["--async-save"] if asynchronous else [])]
+                *(["--ckpt-write-delay-s", str(delay_s)] if not write_mbps else []),
+                *(["--async-save"] if asynchronous else [])]
         t0 = time.time()
         done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               timeout=600)
@@ -67,11 +102,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--steps", type=int, default=40, help="steps per job (a save every 10)")
-    ap.add_argument("--write-delay-s", type=float, default=1.0, help="each save's write held open this long")
+    ap.add_argument("--write-mbps", type=float, default=2.0,
+                    help="the slow filesystem's write bandwidth, MB/s, all ranks together (0: --write-delay-s instead)")
+    ap.add_argument("--write-delay-s", type=float, default=1.0, help="with --write-mbps 0: each save held open this long")
     a = ap.parse_args()
-    runs = alternate(a.trials, lambda asynchronous: trial(asynchronous, a.steps, a.write_delay_s))
-    table = Table(title=f"async vs sync saves, {a.steps} steps, writes held {a.write_delay_s:g} s: medians of "
-                        f"{a.trials} trials (min-max)")
+    runs = alternate(a.trials, lambda asynchronous: trial(asynchronous, a.steps, a.write_delay_s, a.write_mbps))
+    storage = f"storage at {a.write_mbps:g} MB/s (FUSE)" if a.write_mbps else f"writes held {a.write_delay_s:g} s"
+    table = Table(title=f"async vs sync saves, {a.steps} steps, {storage}: medians of {a.trials} trials (min-max)")
     for col in ("figure", "async", "sync", "ratio"):
         table.add_column(col, justify="left" if col == "figure" else "right")
     cols = columns(runs)

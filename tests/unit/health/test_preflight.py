@@ -13,7 +13,7 @@ from chaos.health.preflight import Measured, judge_measured, kernel_log_probe, n
 from chaos.health.xidline import bus_id_for, format_xid_line
 
 LIMITS = dict(latency_factor=4.0, bandwidth_fraction=0.25, straggler_ratio=1.6, compute_factor=3.0)
-BASE = Measured(2, "gloo", latency_s=0.001, busbw_gbps=1.0, compute_s=[0.2, 0.2])
+BASE = Measured(2, "gloo", latency_s=0.001, busbw_gbps=1.0, compute_s=[0.2, 0.2], storage_mbps=100.0)
 
 
 def log(tmp_path: Path, *codes: int) -> str:
@@ -57,7 +57,8 @@ def test_no_nvml_is_a_skip_that_says_so():
 
 
 def test_storage_round_trip_and_its_failures(tmp_path: Path):
-    assert storage_probe(str(tmp_path), 0.1, "t").ok
+    probe = storage_probe(str(tmp_path), 0.1, "t")
+    assert probe.ok and probe.figure is not None and probe.figure > 0
     assert os.listdir(tmp_path) == []  # nothing left behind
     (tmp_path / "file").write_text("")
     probe = storage_probe(str(tmp_path / "file" / "ckpt"), 0.1, "t")
@@ -65,11 +66,12 @@ def test_storage_round_trip_and_its_failures(tmp_path: Path):
 
 
 @pytest.mark.parametrize("now, probe, words", [
-    (Measured(2, "gloo", 0.005, 1.0, [0.2, 0.2]), "allreduce", "latency 5.00 ms, over 4x"),
-    (Measured(2, "gloo", 0.001, 0.2, [0.2, 0.2]), "allreduce", "under 0.25 of the baseline"),
-    (Measured(2, "gloo", 0.001, 1.0, [0.2, 0.4]), "compute", "rank 1 is a straggler"),
-    (Measured(2, "gloo", 0.001, 1.0, [0.7, 0.7]), "compute", "over 3x the baseline"),
+    (Measured(2, "gloo", 0.005, 1.0, [0.2, 0.2], storage_mbps=100.0), "allreduce", "latency 5.00 ms, over 4x"),
+    (Measured(2, "gloo", 0.001, 0.2, [0.2, 0.2], storage_mbps=100.0), "allreduce", "under 0.25 of the baseline"),
+    (Measured(2, "gloo", 0.001, 1.0, [0.2, 0.4], storage_mbps=100.0), "compute", "rank 1 is a straggler"),
+    (Measured(2, "gloo", 0.001, 1.0, [0.7, 0.7], storage_mbps=100.0), "compute", "over 3x the baseline"),
     (Measured(4, "gloo", 0.001, 1.0, [0.2] * 4), "allreduce", "record one for this world"),
+    (Measured(2, "gloo", 0.001, 1.0, [0.2, 0.2], storage_mbps=5.0), "storage_speed", "under 0.1 of the baseline's 100.0"),
 ])
 def test_each_degradation_fails_its_probe(now, probe, words):
     failed = [p for p in judge_measured(now, BASE, **LIMITS) if not p.ok]
@@ -77,7 +79,12 @@ def test_each_degradation_fails_its_probe(now, probe, words):
 
 
 def test_the_healthy_figures_pass_and_no_baseline_still_catches_a_straggler():
-    assert all(p.ok for p in judge_measured(Measured(2, "gloo", 0.0015, 0.8, [0.2, 0.25]), BASE, **LIMITS))
+    healthy = judge_measured(Measured(2, "gloo", 0.0015, 0.8, [0.2, 0.25], storage_mbps=60.0), BASE, **LIMITS)
+    assert all(p.ok for p in healthy) and [p.name for p in healthy] == ["storage_speed", "allreduce", "compute"]
+    # A baseline from before the storage figure existed judges no speed rather than failing it.
+    old = Measured(2, "gloo", 0.001, 1.0, [0.2, 0.2])
+    assert [p.name for p in judge_measured(Measured(2, "gloo", 0.001, 1.0, [0.2, 0.2], 1.0), old, **LIMITS)] == \
+        ["allreduce", "compute"]
     probes = judge_measured(Measured(2, "gloo", 1.0, 0.001, [0.2, 0.5]), None, **LIMITS)
     assert probes[0].ok and "no baseline" in probes[0].detail and not probes[1].ok
 

@@ -1,0 +1,265 @@
+"""A slow filesystem: a FUSE passthrough mounted over the checkpoint directory that delays what it is told to.
+
+    python -m chaos.runtime.slowfs BACKING MOUNT --control CONTROL.json --stats STATS.json
+
+Every operation goes through to ``BACKING`` (a plain directory); what ``CONTROL`` says at the moment
+slows it: ``write_mbps`` caps the bandwidth of writes (one budget for all writers, as one disk or
+link is shared: a token bucket), ``latency_ms`` is added to every write, fsync and metadata change,
+and ``stall_until`` (Unix time) blocks every operation, reads included, until then (a storage
+outage: an NFS server gone, a full-disk hiccup). The control file is re-read when it changes, so
+the fault (chaos.faults.slow_storage) turns the slowness on and off while the mount stays; ``STATS``
+says what was delayed, rewritten as it goes. The harness mounts it before launch, when the directory
+is still empty, and unmounts it when the run ends, then moves the checkpoints back into the plain
+directory (chaos/faults/slow_storage.py registers each step in the ledger first).
+
+mfusepy (the maintained fork of fusepy) over libfuse 2 or 3 (Debian: libfuse2); root mounts it
+directly. Each FUSE request runs in its own thread, so one stalled write does not stop a read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import threading
+import time
+from typing import Any
+
+STAT_KEYS = ("st_atime", "st_ctime", "st_gid", "st_mode", "st_mtime", "st_nlink", "st_size", "st_uid", "st_blocks",
+             "st_ino", "st_dev")
+
+
+class Control:
+    """What the control file says now (re-read whenever it was replaced)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._stamp: tuple[int, int, int] | None = None
+        self.state: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def now(self) -> dict[str, Any]:
+        # A stat per operation (microseconds): the fault's change applies from the very next operation on.
+        with self._lock:
+            try:
+                st = os.stat(self.path)
+                # The inode too: the fault replaces the file whole, maybe within one tick of the clock.
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if stamp != self._stamp:
+                    with open(self.path, encoding="utf-8") as fh:
+                        self.state = json.load(fh)
+                    self._stamp = stamp
+            except (OSError, ValueError):
+                pass  # no file (yet), or half written: keep what was said last
+            return self.state
+
+
+class Pacer:
+    """Applies the control: one bandwidth budget for every writer, plus latency and stalls; counts what it did."""
+
+    def __init__(self, control: Control, stats_path: str | None, clock: Any = time) -> None:
+        self.control = control
+        self.stats_path = stats_path
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._free_at = 0.0
+        self.stats = {"ops_delayed": 0, "delay_s": 0.0, "bytes_written": 0, "stalled_ops": 0, "stall_s": 0.0}
+
+    def delay(self, op: str, nbytes: int = 0) -> float:
+        """How long ``op`` of ``nbytes`` waits now (and reserve its share of the bandwidth)."""
+        c = self.control.now()
+        now = self.clock.time()
+        wait = 0.0
+        stalled = 0.0
+        until = c.get("stall_until")
+        if isinstance(until, (int, float)) and until > now:
+            stalled = until - now
+        if op != "read":
+            wait += float(c.get("latency_ms") or 0) / 1000.0
+        mbps = c.get("write_mbps")
+        with self._lock:
+            if op == "write" and isinstance(mbps, (int, float)) and mbps > 0:
+                start = max(now + stalled, self._free_at)
+                self._free_at = start + nbytes / (mbps * 1e6)
+                wait = max(wait, self._free_at - now - stalled)
+            total = stalled + wait
+            if op == "write":
+                self.stats["bytes_written"] += nbytes
+            if total > 0:
+                self.stats["ops_delayed"] += 1
+                self.stats["delay_s"] += total
+            if stalled > 0:
+                self.stats["stalled_ops"] += 1
+                self.stats["stall_s"] += stalled
+        return total
+
+    def pace(self, op: str, nbytes: int = 0) -> None:
+        wait = self.delay(op, nbytes)
+        if wait > 0:
+            time.sleep(wait)
+
+    def write_stats(self) -> None:
+        if not self.stats_path:
+            return
+        with self._lock:
+            data = json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in self.stats.items()})
+        tmp = f"{self.stats_path}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(data)
+            os.replace(tmp, self.stats_path)
+        except OSError:
+            pass
+
+    def keep_writing_stats(self, every_s: float = 0.1) -> None:
+        """A daemon thread: the stats file, rewritten while the mount lives (what the fault logs on revert)."""
+        def loop() -> None:
+            while True:
+                time.sleep(every_s)
+                self.write_stats()
+
+        threading.Thread(target=loop, daemon=True, name="slowfs-stats").start()
+
+
+def operations(backing: str, pacer: Pacer) -> Any:
+    import mfusepy as fuse
+
+    class SlowFs(fuse.Operations):
+        """A passthrough to ``backing``, paced (chaos.runtime.slowfs)."""
+
+        use_ns = True
+
+        def _p(self, path: str) -> str:
+            return os.path.join(backing, path.lstrip("/"))
+
+        def access(self, path: str, amode: int) -> int:
+            pacer.pace("read")
+            if not os.access(self._p(path), amode):
+                raise fuse.FuseOSError(errno.EACCES)
+            return 0
+
+        def getattr(self, path: str, fh: Any = None) -> dict[str, Any]:
+            pacer.pace("read")
+            st = os.lstat(self._p(path))
+            out = {k: getattr(st, k) for k in STAT_KEYS}
+            for k in ("st_atime", "st_ctime", "st_mtime"):
+                out[k] = getattr(st, f"{k}_ns")
+            return out
+
+        def readdir(self, path: str, fh: Any) -> list[str]:
+            pacer.pace("read")
+            return [".", "..", *os.listdir(self._p(path))]
+
+        def readlink(self, path: str) -> str:
+            pacer.pace("read")
+            return os.readlink(self._p(path))
+
+        def statfs(self, path: str) -> dict[str, Any]:
+            st = os.statvfs(self._p(path))
+            return {k: getattr(st, k) for k in ("f_bavail", "f_bfree", "f_blocks", "f_bsize", "f_favail", "f_ffree",
+                                                "f_files", "f_flag", "f_frsize", "f_namemax")}
+
+        def open(self, path: str, flags: int) -> int:
+            pacer.pace("read")
+            return os.open(self._p(path), flags)
+
+        def create(self, path: str, mode: int, fi: Any = None) -> int:
+            pacer.pace("meta")
+            return os.open(self._p(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+
+        def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
+            pacer.pace("read")
+            return os.pread(fh, size, offset)
+
+        def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
+            pacer.pace("write", len(data))
+            return os.pwrite(fh, data, offset)
+
+        def truncate(self, path: str, length: int, fh: Any = None) -> None:
+            pacer.pace("meta")
+            if fh is not None:
+                os.ftruncate(fh, length)
+            else:
+                os.truncate(self._p(path), length)
+
+        def flush(self, path: str, fh: int) -> None:
+            return None
+
+        def release(self, path: str, fh: int) -> None:
+            os.close(fh)
+
+        def fsync(self, path: str, datasync: int, fh: int) -> None:
+            pacer.pace("sync")
+            if datasync:
+                os.fdatasync(fh)
+            else:
+                os.fsync(fh)
+
+        def fsyncdir(self, path: str, datasync: int, fh: Any) -> None:
+            pacer.pace("sync")
+
+        def unlink(self, path: str) -> None:
+            pacer.pace("meta")
+            os.unlink(self._p(path))
+
+        def rmdir(self, path: str) -> None:
+            pacer.pace("meta")
+            os.rmdir(self._p(path))
+
+        def mkdir(self, path: str, mode: int) -> None:
+            pacer.pace("meta")
+            os.mkdir(self._p(path), mode)
+
+        def rename(self, old: str, new: str) -> None:
+            pacer.pace("meta")
+            os.rename(self._p(old), self._p(new))
+
+        def symlink(self, target: str, source: str) -> None:
+            pacer.pace("meta")
+            os.symlink(source, self._p(target))
+
+        def link(self, target: str, source: str) -> None:
+            pacer.pace("meta")
+            os.link(self._p(source), self._p(target))
+
+        def chmod(self, path: str, mode: int) -> None:
+            pacer.pace("meta")
+            os.chmod(self._p(path), mode)
+
+        def chown(self, path: str, uid: int, gid: int) -> None:
+            pacer.pace("meta")
+            os.chown(self._p(path), uid, gid)
+
+        def utimens(self, path: str, times: Any = None) -> None:
+            pacer.pace("meta")
+            os.utime(self._p(path), ns=times) if times else os.utime(self._p(path))
+
+    return SlowFs()
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("backing")
+    p.add_argument("mount")
+    p.add_argument("--control", required=True)
+    p.add_argument("--stats")
+    a = p.parse_args(argv)
+    import mfusepy as fuse
+
+    pacer = Pacer(Control(a.control), a.stats)
+    pacer.keep_writing_stats()
+    # libfuse 2 splits writes into 4 KiB requests unless asked for big ones (libfuse 3 always sends them).
+    big = {"big_writes": True} if fuse.fuse_version_major == 2 else {}
+    try:
+        # No cached names or attributes: every open and stat asks the daemon, so a stall stops them as an outage
+        # does (file data may still come from the page cache, as from a real client's).
+        fuse.FUSE(operations(os.path.abspath(a.backing), pacer), a.mount, foreground=True, nothreads=False,
+                  allow_other=True, fsname="chaos-slowfs", attr_timeout=0, entry_timeout=0, negative_timeout=0,
+                  **big)
+    finally:
+        pacer.write_stats()
+
+
+if __name__ == "__main__":
+    main()

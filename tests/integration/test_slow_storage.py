@@ -1,0 +1,99 @@
+"""The slow-storage fault on a real FUSE mount: a pass-through until it acts, slow while it acts, fast again once
+reverted, and at the end no mount, no daemon, and every file back in the plain checkpoint directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from chaos.errors import CapabilityError
+from chaos.faults.slow_storage import SlowStorage, SlowStorageConfig, check_can_fuse
+from chaos.runtime.context import HarnessLog, RunContext
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
+
+
+def _why_not() -> str | None:
+    try:
+        check_can_fuse()
+    except CapabilityError as exc:
+        return str(exc)
+    return None
+
+
+pytestmark = pytest.mark.skipif(_why_not() is not None, reason=f"{_why_not()} (CI has it: .ci/run)")
+
+
+def _write(path: Path, nbytes: int) -> float:
+    t0 = time.monotonic()
+    with open(path, "wb") as fh:
+        fh.write(os.urandom(nbytes))
+        fh.flush()
+        os.fsync(fh.fileno())
+    return time.monotonic() - t0
+
+
+@pytest.fixture
+def run(tmp_path: Path):
+    run_dir, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    run_dir.mkdir()
+    ckpt.mkdir()
+    log = HarnessLog(run_dir / "harness.jsonl")
+    ctx = RunContext(experiment=None, run_dir=run_dir, ckpt_dir=ckpt, ledger=Ledger(run_dir), shell=Shell(log),  # type: ignore[arg-type]
+                     log=log, rng=random.Random(0))
+    ctx.ledger.open(dirs=[ckpt])
+    yield ctx
+    assert ctx.ledger.revert(ctx.shell) == []
+    ctx.ledger.close()
+
+
+def test_slow_only_while_it_acts_and_everything_back_at_the_end(run: RunContext):
+    slow = SlowStorage(SlowStorageConfig(write_mbps=2.0), 0)
+    slow.check(run)
+    slow.prepare(run)
+    ckpt = run.ckpt_dir
+    assert os.path.ismount(ckpt)
+    daemon = psutil.Process(run.slowfs)
+    assert _write(ckpt / "before.bin", 1 << 20) < 0.4          # a pass-through until it acts
+    details = slow.inject(run)
+    assert details["write_mbps"] == 2.0
+    took = _write(ckpt / "during.bin", 1 << 20)
+    assert took >= 0.45, took                                   # 1 MiB at 2 MB/s: 0.52 s
+    (ckpt / "sub").mkdir()
+    os.rename(ckpt / "during.bin", ckpt / "sub" / "moved.bin")
+    assert slow.revert(run) == []
+    assert _write(ckpt / "after.bin", 1 << 20) < 0.4            # reverted: fast again
+    logged = [json.loads(line) for line in (run.run_dir / "harness.jsonl").read_text().splitlines()]
+    stats = next(r for r in logged if r["ev"] == "slowfs")
+    assert stats["delay_s"] >= 0.45 and stats["bytes_written"] >= 2 << 20
+    assert run.ledger.revert(run.shell) == []                   # the run's end: unmount, stop, move back
+    assert not os.path.ismount(ckpt) and not daemon.is_running()
+    assert sorted(p.relative_to(ckpt).as_posix() for p in ckpt.rglob("*")) == \
+        ["after.bin", "before.bin", "sub", "sub/moved.bin"]
+    assert (ckpt / "sub" / "moved.bin").stat().st_size == 1 << 20
+    assert not (run.run_dir / "ckpt-backing").exists()
+
+
+def test_a_stall_blocks_every_operation_for_its_length(run: RunContext):
+    slow = SlowStorage(SlowStorageConfig(stall_s=1.0), 0)
+    slow.prepare(run)
+    (run.ckpt_dir / "x").write_text("x")
+    slow.inject(run)
+    t0 = time.monotonic()
+    assert (run.ckpt_dir / "x").read_text() == "x"             # reads wait too: the storage is gone
+    assert 0.8 <= time.monotonic() - t0 < 3.0
+    t0 = time.monotonic()
+    (run.ckpt_dir / "x").read_text()
+    assert time.monotonic() - t0 < 0.5                          # and it comes back
+
+
+def test_a_non_empty_checkpoint_directory_is_refused(run: RunContext):
+    (run.ckpt_dir / "old.pt").write_text("x")
+    with pytest.raises(Exception, match="not empty"):
+        SlowStorage(SlowStorageConfig(latency_ms=5), 0).prepare(run)
