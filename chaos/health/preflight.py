@@ -12,6 +12,8 @@ Exit 0 means healthy. Each probe prints one line; the first that fails is named 
   degrading XID fails, an application one is noted (it was the job's, not the node's).
 - ``nvml`` (each node's first rank): uncorrected ECC errors, or a hardware slowdown, on any device NVML sees
   (the real NVML; a simulated state file where a source names one); skipped where there is no NVML.
+- ``dcgm`` (each node's first rank): ``dcgmi diag -r 1`` (``--dcgm-level``) where DCGM is installed; skipped
+  where it is not.
 - ``storage`` (every rank): a write, fsync, read-back and digest of ``--ckpt-mb`` MiB in the checkpoint
   directory, then removed: a full, read-only or lying filesystem fails.
 - ``one_step`` (all ranks): the process group forms within ``--timeout-s``, one DDP step of a small model
@@ -28,8 +30,6 @@ compares against nothing cannot see a slow link. A baseline of another world siz
 from __future__ import annotations
 
 import argparse
-import errno
-import hashlib
 import json
 import os
 import socket
@@ -39,140 +39,8 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from chaos.health.policy import classify
-from chaos.health.xidline import format_xid_line, parse_xid_line
-
-SOURCE_ENV = "CHAOS_XID_SOURCE"
-
-
-@dataclass
-class Probe:
-    name: str
-    ok: bool
-    detail: str
-    skipped: bool = False
-    figure: float | None = None
-    """What it measured, where the baseline compares it (the storage probe's write MB/s)."""
-
-
-# ---------------------------------------------------------------------------------------------- local probes
-
-
-def xid_lines(spec: str) -> tuple[list[str], str | None]:
-    """Every kernel-log line a source holds now (from its beginning), or why it cannot be read."""
-    kind, _, arg = spec.partition(":")
-    if kind == "file":
-        path = arg.replace("{host}", os.environ.get("CHAOS_HOST") or socket.gethostname())
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                return fh.read().splitlines(), None
-        except FileNotFoundError:
-            return [], None  # no log yet: nothing was reported
-        except OSError as exc:
-            return [], f"{path}: {exc.strerror}"
-    if kind == "kmsg":
-        try:
-            fd = os.open(arg or "/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
-        except OSError as exc:
-            return [], f"/dev/kmsg: {exc.strerror}"
-        lines = []
-        try:
-            while True:
-                try:
-                    record = os.read(fd, 8192)
-                except BlockingIOError:
-                    break
-                except OSError as exc:
-                    if exc.errno == errno.EPIPE:
-                        continue
-                    break
-                if not record:
-                    break
-                lines.append(record.decode("utf-8", "replace").split(";", 1)[-1])
-        finally:
-            os.close(fd)
-        return lines, None
-    if kind == "nvml" and arg:
-        try:
-            with open(arg, encoding="utf-8") as fh:
-                state = json.load(fh)
-        except (OSError, ValueError) as exc:
-            return [], f"{arg}: {exc}"
-        return [format_xid_line(e["code"], state["devices"][e["device"]]["bus_id"], text="simulated NVML event")
-                for e in state.get("events", [])], None
-    return [], None  # journal, dcgm, real nvml: read by the nvml probe or not scannable from their start
-
-
-def kernel_log_probe(sources: list[str]) -> Probe:
-    bad, noted, unread = [], [], []
-    for spec in sources:
-        lines, why = xid_lines(spec)
-        if why:
-            unread.append(why)
-        for line in lines:
-            xid = parse_xid_line(line)
-            if xid is None:
-                continue
-            row = classify(xid.code)
-            (bad if row.category in ("hardware", "degrading") else noted).append(f"XID {xid.code} ({row.meaning})")
-    if bad:
-        return Probe("kernel_log", False, f"{bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else ""))
-    if unread and len(unread) == len(sources):
-        return Probe("kernel_log", True, f"skipped: {'; '.join(unread)}", skipped=True)
-    return Probe("kernel_log", True, f"no node XID in {len(sources) - len(unread)} source(s)"
-                 + (f"; noted {', '.join(noted)}" if noted else ""))
-
-
-def nvml_probe(sources: list[str]) -> Probe:
-    from chaos.health.nvml import open_nvml
-    from chaos.health.sighting import SourceUnavailable
-
-    sim = next((s.partition(":")[2] for s in sources if s.startswith("nvml:")), None)
-    try:
-        nvml = open_nvml(sim)
-    except (SourceUnavailable, OSError, ImportError) as exc:
-        return Probe("nvml", True, f"skipped: no NVML ({exc})", skipped=True)
-    try:
-        for i in range(nvml.device_count()):
-            st = nvml.state(i)
-            if st.ecc_uncorrected:
-                return Probe("nvml", False, f"GPU {i} ({st.bus_id}): {st.ecc_uncorrected} uncorrected ECC error(s)")
-            slow = [r for r in st.throttle_reasons if "hw" in r.lower() or "slowdown" in r.lower()]
-            if slow:
-                return Probe("nvml", False, f"GPU {i} ({st.bus_id}): throttled ({', '.join(slow)})")
-        return Probe("nvml", True, f"{nvml.device_count()} device(s) healthy")
-    finally:
-        nvml.close()
-
-
-def storage_probe(folder: str, mib: float, tag: str) -> Probe:
-    """Write, fsync, read back and compare ``mib`` MiB in ``folder``; the file is removed either way."""
-    path = os.path.join(folder, f".preflight-{tag}-{os.getpid()}")
-    data = os.urandom(max(1, int(mib * (1 << 20))))
-    want = hashlib.blake2b(data).hexdigest()
-    t0 = time.monotonic()
-    try:
-        os.makedirs(folder, exist_ok=True)
-        with open(path, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        written = time.monotonic() - t0
-        with open(path, "rb") as fh:
-            got = hashlib.blake2b(fh.read()).hexdigest()
-    except OSError as exc:
-        name = errno.errorcode.get(exc.errno or 0, "error")
-        return Probe("storage", False, f"{folder}: {name} ({exc.strerror})")
-    finally:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    if got != want:
-        return Probe("storage", False, f"{folder}: read back differs from what was written")
-    mbps = len(data) / 1e6 / max(written, 1e-6)
-    return Probe("storage", True, f"{mib:g} MiB round trip in {time.monotonic() - t0:.3f} s ({mbps:.1f} MB/s written)",
-                 figure=mbps)
+from chaos.health.monitor import SOURCE_ENV
+from chaos.health.node_probes import Probe, dcgm_probe, kernel_log_probe, nvml_probe, storage_probe
 
 
 # ---------------------------------------------------------------------------------------------- the baseline
@@ -316,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record-baseline", action="store_true", help="measure a healthy cluster and write --baseline")
     p.add_argument("--xid-source", action="append", default=[], help="kernel-log sources (file:PATH, kmsg, nvml:STATE)")
     p.add_argument("--timeout-s", type=float, default=30.0, help="limit for the process group and each collective")
+    p.add_argument("--dcgm-level", type=int, default=1, choices=[0, 1, 2, 3],
+                   help="dcgmi diag -r LEVEL where DCGM is installed (1: seconds, 2: about 2 minutes; 0: off)")
     p.add_argument("--latency-factor", type=float, default=4.0)
     p.add_argument("--bandwidth-fraction", type=float, default=0.25)
     p.add_argument("--straggler-ratio", type=float, default=1.6)
@@ -335,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     sources = a.xid_source or [s for s in os.environ.get(SOURCE_ENV, "").split(",") if s] or ["kmsg"]
     mine: list[Probe] = []
     if local_rank == 0:
-        mine += [kernel_log_probe(sources), nvml_probe(sources)]
+        mine += [kernel_log_probe(sources), nvml_probe(sources), dcgm_probe(a.dcgm_level, a.timeout_s * 2)]
     mine.append(storage_probe(a.ckpt_dir, a.ckpt_mb, f"{host}-{rank}"))
     for probe in mine:
         say(f"preflight rank {rank} {probe.name}: {'ok' if probe.ok else 'FAIL'}: {probe.detail}")

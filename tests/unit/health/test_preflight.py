@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from chaos.health.nvml import init_sim_state, inject_sim_xid
-from chaos.health.preflight import Measured, judge_measured, kernel_log_probe, nvml_probe, read_baseline, storage_probe
+from chaos.health.node_probes import dcgm_probe, kernel_log_probe, nvml_probe, storage_probe
+from chaos.health.preflight import Measured, judge_measured, read_baseline
 from chaos.health.xidline import bus_id_for, format_xid_line
 
 LIMITS = dict(latency_factor=4.0, bandwidth_fraction=0.25, straggler_ratio=1.6, compute_factor=3.0)
@@ -94,3 +95,17 @@ def test_a_missing_baseline_says_how_to_record_one(tmp_path: Path):
     assert base is None and "--record-baseline" in why
     (tmp_path / "b.json").write_text(json.dumps({"world_size": 2}))
     assert "unreadable baseline" in read_baseline(str(tmp_path / "b.json"))[1]
+
+
+def test_dcgm_diag_fails_the_gate_where_it_fails(tmp_path: Path, monkeypatch):
+    dcgmi = tmp_path / "dcgmi"
+    dcgmi.write_text("#!/bin/sh\necho '| Memory | Fail - GPU 0: row remap pending |'\nexit 226\n")
+    dcgmi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    probe = dcgm_probe(1, 10)
+    assert not probe.ok and "exited 226" in probe.detail and "row remap pending" in probe.detail
+    dcgmi.write_text("#!/bin/sh\necho all passed\n")
+    assert dcgm_probe(1, 10).ok
+    assert dcgm_probe(0, 10).skipped
+    monkeypatch.setenv("PATH", str(tmp_path / "none"))
+    assert dcgm_probe(1, 10).skipped
