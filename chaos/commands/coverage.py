@@ -45,6 +45,11 @@ def coverage(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.plan} has no 'gate:' section, so there is no health gate to prove; add one (see "
                          f"ci/gates/preflight-netns.yaml) or run it with 'chaos run'")
     check_textfile(args.metrics_textfile)
+    if args.metrics_pushgateway and not args.dry_run:
+        # A typo in the address fails now, not after every run of the plan.
+        from chaos.report.metrics import Outputs
+
+        Outputs(pushgateway=args.metrics_pushgateway).start()
     console.print(f"[bold]{escape(exp.name)}[/]: the gate [cyan]{escape(describe_gate(exp))}[/] on {exp.target_kind}")
     if args.dry_run:
         runs = (["calibration (" + " ".join(exp.gate.calibrate) + ")"] if exp.gate.calibrate else []) \

@@ -148,3 +148,13 @@ def test_a_name_that_is_another_faults_default_label_is_refused(tmp_path: Path):
         "{kind: kill-rank, rank: 1, trigger: {on_event: start}}", "{kind: kill-rank, name: storage-full#0, rank: 1}")
     with pytest.raises(ExperimentError, match="needs its own name"):
         plan(tmp_path, text)
+
+
+def test_an_unreachable_pushgateway_is_refused_before_any_run(tmp_path: Path, capsys):
+    from chaos.cli import main
+
+    plan(tmp_path)
+    code = main(["coverage", str(tmp_path / "plan.yaml"), "--runs-dir", str(tmp_path / "r"),
+                 "--metrics-pushgateway", "http://127.0.0.1:9"])
+    assert code == 2 and "no Pushgateway answers there" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
