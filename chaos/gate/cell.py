@@ -128,7 +128,11 @@ def judge(report: "RunReport", gate: "GateConfig", *, healthy: bool) -> Cell:
     if fault is not None and not _finite(fault.t_inject):
         cell.reason = f"the fault's injection has no time ({fault.t_inject!r})"
         return cell
-    if out.timed_out:
+    exits = _harness(report, "workload_exit")
+    # The gate's answer is its first: a relaunch (the health relaunch after an excluded device) is the harness
+    # playing a scheduler, not the pipeline running its gate again, and what that relaunch did after it (ran into
+    # the deadline) changes nothing.
+    if out.timed_out and not exits:
         cell.said = ""  # it never answered: its last line is whatever it was doing, the reason says what happened
         if gate.deadline_s is not None:
             cell.seconds = gate.deadline_s
@@ -139,11 +143,8 @@ def judge(report: "RunReport", gate: "GateConfig", *, healthy: bool) -> Cell:
             cell.reason = (f"never answered in {out.experiment.timeout_s:g} s; with no deadline nothing stops it and "
                            f"the launch waits")
         return cell
-    exits = _harness(report, "workload_exit")
-    # The gate's answer is its first: a relaunch (the health relaunch after an excluded device) is the harness
-    # playing a scheduler, not the pipeline running its gate again.
     code = exits[0].get("code") if exits else None
-    if out.exit_code is None or not exits or not isinstance(code, int) or isinstance(code, bool):
+    if not exits or not isinstance(code, int) or isinstance(code, bool):
         cell.reason = ("the run ended before the gate answered: " + "; ".join(out.diagnostics)) if out.diagnostics \
             else "no record of the gate's end (workload_exit)"
         return cell

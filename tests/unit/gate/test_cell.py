@@ -94,6 +94,12 @@ def test_a_relaunch_does_not_hide_the_gates_first_answer():
     assert judge(report(exit_code=1, extra=again), GATE, healthy=False).verdict == "caught"
 
 
+def test_a_relaunch_that_runs_into_the_deadline_does_not_turn_a_pass_into_a_catch():
+    again = [{"ev": "launch", "t": T0 + 3.5, "source": "harness"}]
+    cell = judge(report(exit_code=0, timed_out=True, extra=again), GateConfig(deadline_s=30), healthy=False)
+    assert cell.verdict == "missed"
+
+
 def test_a_deadline_turns_a_hang_into_a_catch_at_the_deadline():
     cell = judge(report(timed_out=True, t_exit=None), GateConfig(deadline_s=30), healthy=False)
     assert cell.verdict == "caught_at_deadline" and cell.caught and cell.seconds == 30
