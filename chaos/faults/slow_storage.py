@@ -30,6 +30,7 @@ from pydantic import Field, model_validator
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.base import Fault, FaultConfig
 from chaos.runtime.context import RunContext
+from chaos.runtime.launch import with_package
 from chaos.runtime.undo import Command, KillTree, RemovePath, RestoreFile, Unmount
 
 OWNER = "slowfs"
@@ -111,7 +112,7 @@ class SlowStorage(Fault, kind="slow-storage"):
         proc = subprocess.Popen([sys.executable, "-m", "chaos.runtime.slowfs", str(backing), str(mount),
                                  "--control", str(control), "--stats", str(stats)],
                                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                                env={**os.environ, "PYTHONPATH": _package_path()})
+                                env={**os.environ, "PYTHONPATH": with_package(os.environ.get("PYTHONPATH"))})
         log.close()
         run.ledger.push(OWNER, KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
         run.ledger.push(OWNER, Unmount(str(mount)))
@@ -153,7 +154,3 @@ class SlowStorage(Fault, kind="slow-storage"):
             pass
         return failures
 
-
-def _package_path() -> str:
-    root = str(Path(__file__).resolve().parents[2])
-    return os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH", "")] if p)

@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from chaos.run.rundir import tail_text
+
 if TYPE_CHECKING:
     from chaos.evidence.outcome import RunReport
     from chaos.spec.gate import GateConfig
@@ -69,16 +71,7 @@ def _output(report: "RunReport", limit: int = 256 * 1024) -> str:
     above a launcher's long traceback."""
     run_dir = Path(report.run_dir)
     files = [run_dir / "output.log"] if (run_dir / "output.log").is_file() else sorted(run_dir.glob("slurm-*.out"))
-    texts = []
-    for path in files:
-        try:
-            with open(path, "rb") as fh:
-                fh.seek(0, 2)
-                fh.seek(max(0, fh.tell() - limit))
-                texts.append(fh.read().decode("utf-8", "replace"))
-        except OSError:
-            continue
-    return "\n".join(texts) if texts else report.outcome.output_tail
+    return "\n".join(tail_text(path, limit) for path in files) or report.outcome.output_tail
 
 
 def _harness(report: "RunReport", ev: str) -> list[Any]:

@@ -6,12 +6,11 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge
 
-from chaos.errors import UsageError
 from chaos.gate.cell import VERDICT_TEXT
 from chaos.gate.matrix import Coverage
-from chaos.report.metrics import check_textfile
+from chaos.report.metrics import push, write_textfile
 
 
 def registry_of(cov: Coverage) -> CollectorRegistry:
@@ -41,15 +40,6 @@ def registry_of(cov: Coverage) -> CollectorRegistry:
 def export(cov: Coverage, *, textfile: str | None = None, pushgateway: str | None = None) -> None:
     registry = registry_of(cov)
     if textfile:
-        check_textfile(textfile)
-        try:
-            write_to_textfile(textfile, registry)
-        except OSError as exc:
-            raise UsageError(f"--metrics-textfile {textfile}: cannot write it ({exc.strerror or exc})") from None
+        write_textfile(textfile, registry)
     if pushgateway:
-        try:
-            push_to_gateway(pushgateway, job="chaos_gate", registry=registry, grouping_key={"gate": cov.name},
-                            timeout=10)
-        except OSError as exc:
-            raise UsageError(f"--metrics-pushgateway {pushgateway}: the push failed ({exc}); is a Pushgateway "
-                             f"listening there (default port 9091)?") from None
+        push(pushgateway, registry, "chaos_gate", {"gate": cov.name})

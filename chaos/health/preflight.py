@@ -112,32 +112,35 @@ def read_baseline(path: str | None) -> tuple[Measured | None, str | None]:
 # ---------------------------------------------------------------------------------------------- the job
 
 
+def _timed(fn: Callable[[], Any], times: int) -> list[float]:
+    """Seconds of each of ``times`` calls of ``fn``."""
+    out = []
+    for _ in range(times):
+        t0 = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t0)
+    return out
+
+
 def _measure(dist: Any, torch: Any, world: int, backend: str) -> Measured:
     one = torch.zeros(1)
     for _ in range(5):
         dist.all_reduce(one)
-    lat = []
-    for _ in range(30):
-        t0 = time.perf_counter()
-        dist.all_reduce(one)
-        lat.append(time.perf_counter() - t0)
+    lat = _timed(lambda: dist.all_reduce(one), 30)
     big = torch.ones(1 << 20)  # 4 MiB
     dist.all_reduce(big)
-    bw = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        dist.all_reduce(big)
-        bw.append(time.perf_counter() - t0)
+    bw = _timed(lambda: dist.all_reduce(big), 5)
     nbytes = big.numel() * big.element_size()
     # The best of five: noise only ever slows a transfer down, a degraded link slows even the best one.
     busbw = 2 * (world - 1) / world * nbytes / min(bw) / 1e9 if world > 1 else 0.0
     a = torch.randn(160, 160)
-    reps = []
-    for _ in range(3):
-        t0 = time.perf_counter()
+
+    def products() -> None:
+        x = a
         for _ in range(1200):  # about 0.2 s a repetition here: longer than a straggler's stop-and-run cycle
-            a = torch.tanh(a @ a)
-        reps.append(time.perf_counter() - t0)
+            x = torch.tanh(x @ x)
+
+    reps = _timed(products, 3)
     mine = torch.tensor([statistics.median(reps)], dtype=torch.float64)
     every = [torch.zeros(1, dtype=torch.float64) for _ in range(world)]
     dist.all_gather(every, mine)

@@ -153,26 +153,12 @@ class RunMetrics:
     # ---- getting it out ----------------------------------------------------------------------
 
     def write_textfile(self, path: str | Path) -> Path:
-        """The node-exporter textfile collector's format, written whole (prometheus-client writes a temporary file
-        beside it and renames it: the collector never reads half a file)."""
-        path = Path(path)
-        check_textfile(str(path))  # the folder may have gone since the command started
-        try:
-            write_to_textfile(str(path), self.registry)
-        except OSError as exc:
-            raise UsageError(f"--metrics-textfile {path}: cannot write it ({exc.strerror or exc}); pick a writable "
-                             f"folder") from None
-        return path
+        return write_textfile(path, self.registry)
 
     def push(self, gateway: str, experiment: str, run_name: str, job: str = "chaos") -> None:
         """Push every series to a Pushgateway, grouped by job, experiment and run: a later run does not replace an
         earlier one's figures, and a repeated push of the same run does."""
-        try:
-            push_to_gateway(gateway, job=job, registry=self.registry,
-                            grouping_key={"experiment": experiment, "run": run_name}, timeout=10)
-        except OSError as exc:
-            raise UsageError(f"--metrics-pushgateway {gateway}: the push failed ({exc}); is a Pushgateway listening "
-                             f"there (default port 9091)?") from None
+        push(gateway, self.registry, job, {"experiment": experiment, "run": run_name})
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> Any:
         """Serve /metrics on ``addr:port`` until the command ends (a daemon thread); the server, to shut it down."""
@@ -182,6 +168,28 @@ class RunMetrics:
             raise UsageError(f"--metrics-port {port}: cannot listen on {addr}:{port} ({exc.strerror or exc}); pick a "
                              f"free port") from None
         return server
+
+
+def write_textfile(path: str | Path, registry: CollectorRegistry) -> Path:
+    """``registry`` in the node-exporter textfile collector's format, written whole (prometheus-client writes a
+    temporary file beside it and renames it: the collector never reads half a file)."""
+    path = Path(path)
+    check_textfile(str(path))  # the folder may have gone since the command started
+    try:
+        write_to_textfile(str(path), registry)
+    except OSError as exc:
+        raise UsageError(f"--metrics-textfile {path}: cannot write it ({exc.strerror or exc}); pick a writable "
+                         f"folder") from None
+    return path
+
+
+def push(gateway: str, registry: CollectorRegistry, job: str, grouping_key: dict[str, str]) -> None:
+    """Every series of ``registry`` to a Pushgateway, replacing what this job and grouping key pushed before."""
+    try:
+        push_to_gateway(gateway, job=job, registry=registry, grouping_key=grouping_key, timeout=10)
+    except OSError as exc:
+        raise UsageError(f"--metrics-pushgateway {gateway}: the push failed ({exc}); is a Pushgateway listening "
+                         f"there (default port 9091)?") from None
 
 
 def check_textfile(path: str | None) -> None:

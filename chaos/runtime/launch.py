@@ -140,11 +140,17 @@ def _substitute(part: str, subs: dict[str, str]) -> str:
     return part
 
 
+def with_package(pythonpath: str | None) -> str:
+    """``pythonpath`` with the folder holding the chaos package first: what every process the harness starts needs
+    to import chaos (the ranks' chaos.sdk, a daemon's module) even from a plain checkout."""
+    return os.pathsep.join(p for p in [str(PACKAGE_ROOT), pythonpath or ""] if p)
+
+
 def workload_env(run: RunContext, node: str) -> dict[str, str]:
     """The protocol variables plus the experiment's own, over the harness's environment."""
     env = dict(os.environ)
     # Make `chaos.sdk` importable by the workload even from a plain checkout.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = with_package(env.get("PYTHONPATH"))
     if run.instep_dir is not None:
         # In-step faults act inside the ranks: a sitecustomize that loads chaos.instep.rank once torch's
         # optimizers are imported. Only runs that arm one get it.

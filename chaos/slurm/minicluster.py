@@ -26,7 +26,7 @@ import psutil
 
 from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError
-from chaos.runtime.launch import PACKAGE_ROOT
+from chaos.runtime.launch import with_package
 from chaos.slurm.control import SlurmControl
 from chaos.runtime.undo import Command, KillTree, RemovePath
 
@@ -152,7 +152,7 @@ def missing_commands() -> list[str]:
 def daemon_env() -> dict[str, str]:
     """The harness's environment without the run's protocol variables: daemons are not workload processes."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHAOS_")}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(PACKAGE_ROOT), env.get("PYTHONPATH", "")] if p)
+    env["PYTHONPATH"] = with_package(env.get("PYTHONPATH"))
     return env
 
 

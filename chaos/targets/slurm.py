@@ -35,7 +35,7 @@ import psutil
 from chaos.runtime.context import RunContext
 from chaos.errors import CapabilityError, FaultError
 from chaos.health.exclusions import exclusions_path, read_exclusions
-from chaos.runtime.launch import PACKAGE_ROOT, workload_argv, workload_cwd, workload_env
+from chaos.runtime.launch import with_package, workload_argv, workload_cwd, workload_env
 from chaos.runtime.network import run_names
 from chaos.runtime.processes import Worker
 from chaos.slurm.batch import BatchJob, node_rendezvous
@@ -304,7 +304,7 @@ class Slurm(Netns, kind="slurm"):
                 sys.executable, "-m", "chaos.slurm.steps", *args]
 
     def _step_env(self) -> dict[str, str]:
-        return {"PYTHONPATH": os.pathsep.join(p for p in [str(PACKAGE_ROOT), os.environ.get("PYTHONPATH", "")] if p)}
+        return {"PYTHONPATH": with_package(os.environ.get("PYTHONPATH"))}
 
     def workers(self, run: RunContext) -> list[Worker]:
         """Live workers of the run: the process tree on the local cluster; on yours, a listing step on every node."""
