@@ -218,6 +218,13 @@ def ckpt_staged(step: int, *, seconds: float, bytes: int | None = None) -> None:
     emit("ckpt_staged", step=step, seconds=float(seconds), **({"bytes": int(bytes)} if bytes is not None else {}))
 
 
+def ckpt_durable(step: int, path: str) -> None:
+    """Every file of the save of ``step`` is written and fsynced (at ``path``, where it is being written), and it is
+    not committed yet: nothing a resume selects names it until its ``ckpt_commit``. The phase a kill must strike to
+    prove that data on disk without a commit record is never trusted."""
+    emit("ckpt_durable", step=step, path=str(path))
+
+
 def ckpt_commit(step: int, path: str, *, bytes: int, seconds: float) -> None:
     emit("ckpt_commit", step=step, path=str(path), bytes=int(bytes), seconds=float(seconds))
 

@@ -109,7 +109,8 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
                     figures["differs"] = {"step": step, "attempt": key[1], "digest": got, "golden": want}
                     return self.failed(f"the checkpoint committed at step {step} (attempt {key[1]}) differs from the "
                                        f"fault-free run's at that step (digest {str(got)[:12]} vs {want[:12]}): its "
-                                       f"values are finite, but not the ones training computes: silently corrupted",
+                                       f"values are finite, but not the ones training computed at that step: silently "
+                                       f"corrupted, or written from tensors training had already changed",
                                        **figures)
             compared.append(step)
         figures.update(golden_compared=compared, golden_absent=unmatched)

@@ -25,6 +25,7 @@ PROTOCOL: dict[str, dict[str, tuple[type, ...]]] = {
     "start": {},
     "step": {"step": (int,), "epoch": (int,)},
     "ckpt_begin": {"step": (int,), "path": (str,)},
+    "ckpt_durable": {"step": (int,), "path": (str,)},
     "ckpt_commit": {"step": (int,), "path": (str,)},
     "ckpt_error": {"step": (int,)},
     "ckpt_load": {"step": (int,)},
@@ -43,6 +44,7 @@ HARNESS_KINDS = frozenset({
     "nodes", "node_launch", "docker_image", "slurm_submit", "slurm_job", "slurm_step", "slurm_requeue",
     "slurm_drain", "slurm_drain_failed", "slurm_cluster_up", "slurm_cluster_down", "slurm_daemon",
     "host_speed", "oom_limit", "oom_kill", "lighthouse", "replica_back", "workload_exit", "slowfs",
+    "ckpt_pointer", "pointer_watch",
 })
 RESERVED_SOURCES = frozenset({"harness", "output"})
 """``source`` values only the harness sets: its own records, and steps it read from the workload's output."""

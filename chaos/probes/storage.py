@@ -1,4 +1,5 @@
-"""Probes for the storage faults: the checkpoint mounts of storage-full and read-only-storage, and slow-storage's FUSE."""
+"""Probes for the storage faults: the checkpoint mounts of storage-full and read-only-storage, and the FUSE
+passthrough of slow-storage and write-error."""
 
 from __future__ import annotations
 
@@ -18,8 +19,8 @@ def mounts(host: Host) -> ProbeResult:
     return ProbeResult(True, "mount, umount, mkfs.ext4 and truncate present")
 
 
-@probe("fuse", "slow-storage: a FUSE passthrough over the checkpoint directory (root, /dev/fuse, libfuse2, mfusepy)",
-       needs=("root",))
+@probe("fuse", "slow-storage, write-error: a FUSE passthrough over the checkpoint directory (root, /dev/fuse, "
+       "libfuse2, mfusepy)", needs=("root",))
 def fuse(host: Host) -> ProbeResult:
     from chaos.faults.slow_storage import check_can_fuse
 

@@ -36,6 +36,7 @@ from chaos.runtime.safety import stop_run_processes
 from chaos.runtime.shell import Shell
 from chaos.sdk import HOLDS_DIR
 from chaos.triggers.base import TriggerState
+from chaos.evidence.pointer import watches_for
 from chaos.evidence.witness import CheckpointWitness
 
 POLL_S = 0.05
@@ -135,6 +136,7 @@ class Runner:
         scan = self.scan_values if self.scan_values is not None else \
             any(getattr(CHECKS.get(c.kind), "scans_values", False) for c in self.exp.checks)
         self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins", scan_values=scan)
+        self.pointers = watches_for(self.exp.checks, run.ckpt_dir, run.log)
         # Held until the report is written, not only through the reverts: an interrupt that lands while
         # the checks run or journal.json is written must not cut the run's record short.
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -181,6 +183,8 @@ class Runner:
             start = self._t0 = self.clock.mono()
             run.target.launch(run)
             self.witness.start()
+            for watch in self.pointers:
+                watch.start()
             exit_code, timed_out = self._loop(run, tail, armed, records, diagnostics, start)
         except Interrupted as exc:
             harness_error = str(exc)
@@ -194,6 +198,8 @@ class Runner:
             run.log("harness_error", error=harness_error, traceback=traceback.format_exc())
         finally:
             self._finishing = True
+            for watch in self.pointers:  # before the reverts: a mount's copy-back is no move of the workload's
+                watch.close()
             try:
                 revert_failures = self._finish(run, armed, records)
                 self.witness.close()

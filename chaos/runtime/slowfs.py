@@ -6,7 +6,9 @@ Every operation goes through to ``BACKING`` (a plain directory); what ``CONTROL`
 slows it: ``write_mbps`` caps the bandwidth of writes (one budget for all writers, as one disk or
 link is shared: a token bucket), ``latency_ms`` is added to every write, fsync and metadata change,
 and ``stall_until`` (Unix time) blocks every operation, reads included, until then (a storage
-outage: an NFS server gone, a full-disk hiccup). The control file is re-read when it changes, so
+outage: an NFS server gone, a full-disk hiccup). ``fail`` makes the writes to some files fail
+(``{"paths": [glob, ...], "errno": "EIO"}``: creating, writing, truncating or syncing a file whose path
+in the mount matches; one rank's shard, while the other ranks' writes succeed). The control file is re-read when it changes, so
 the fault (chaos.faults.slow_storage) turns the slowness on and off while the mount stays; ``STATS``
 says what was delayed, rewritten as it goes. The harness mounts it before launch, when the directory
 is still empty, and unmounts it when the run ends, then moves the checkpoints back into the plain
@@ -20,12 +22,17 @@ from __future__ import annotations
 
 import argparse
 import errno
+import fnmatch
 import json
 import os
 import threading
 import time
 from typing import Any
 
+FAIL_OPS = ("create", "write", "truncate", "fsync")
+"""What a ``fail`` rule fails by default: everything that puts data in a file."""
+MAX_FAILURES = 50
+"""Failed operations listed one by one in the stats (all are counted)."""
 STAT_KEYS = ("st_atime", "st_ctime", "st_gid", "st_mode", "st_mtime", "st_nlink", "st_size", "st_uid", "st_blocks",
              "st_ino", "st_dev")
 
@@ -64,7 +71,8 @@ class Pacer:
         self.clock = clock
         self._lock = threading.Lock()
         self._free_at = 0.0
-        self.stats = {"ops_delayed": 0, "delay_s": 0.0, "bytes_written": 0, "stalled_ops": 0, "stall_s": 0.0}
+        self.stats: dict[str, Any] = {"ops_delayed": 0, "delay_s": 0.0, "bytes_written": 0, "stalled_ops": 0,
+                                      "stall_s": 0.0, "failed_ops": 0, "failures": []}
 
     def delay(self, op: str, nbytes: int = 0) -> float:
         """How long ``op`` of ``nbytes`` waits now (and reserve its share of the bandwidth)."""
@@ -94,6 +102,22 @@ class Pacer:
                 self.stats["stall_s"] += stalled
         return total
 
+    def failure(self, op: str, path: str) -> int | None:
+        """The errno ``op`` on ``path`` (relative to the mount) fails with now, or None (recorded when it fails)."""
+        rule = self.control.now().get("fail")
+        if not isinstance(rule, dict) or op not in rule.get("ops", FAIL_OPS):
+            return None
+        rel = path.lstrip("/")
+        if not any(fnmatch.fnmatch(rel, str(g)) for g in rule.get("paths") or []):
+            return None
+        code = getattr(errno, str(rule.get("errno", "EIO")), errno.EIO)
+        with self._lock:
+            self.stats["failed_ops"] += 1
+            if len(self.stats["failures"]) < MAX_FAILURES:
+                self.stats["failures"].append({"t": round(self.clock.time(), 6), "op": op, "path": rel,
+                                               "errno": errno.errorcode.get(code, str(code))})
+        return code
+
     def pace(self, op: str, nbytes: int = 0) -> None:
         wait = self.delay(op, nbytes)
         if wait > 0:
@@ -103,7 +127,8 @@ class Pacer:
         if not self.stats_path:
             return
         with self._lock:
-            data = json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in self.stats.items()})
+            data = json.dumps({k: round(v, 6) if isinstance(v, float) else v for k, v in self.stats.items()},
+                              default=list)
         tmp = f"{self.stats_path}.tmp"
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
@@ -164,8 +189,14 @@ def operations(backing: str, pacer: Pacer) -> Any:
             pacer.pace("read")
             return os.open(self._p(path), flags)
 
+        def _fail(self, op: str, path: str) -> None:
+            code = pacer.failure(op, path)
+            if code is not None:
+                raise fuse.FuseOSError(code)
+
         def create(self, path: str, mode: int, fi: Any = None) -> int:
             pacer.pace("meta")
+            self._fail("create", path)
             return os.open(self._p(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
 
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
@@ -174,10 +205,12 @@ def operations(backing: str, pacer: Pacer) -> Any:
 
         def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
             pacer.pace("write", len(data))
+            self._fail("write", path)
             return os.pwrite(fh, data, offset)
 
         def truncate(self, path: str, length: int, fh: Any = None) -> None:
             pacer.pace("meta")
+            self._fail("truncate", path)
             if fh is not None:
                 os.ftruncate(fh, length)
             else:
@@ -191,6 +224,7 @@ def operations(backing: str, pacer: Pacer) -> Any:
 
         def fsync(self, path: str, datasync: int, fh: int) -> None:
             pacer.pace("sync")
+            self._fail("fsync", path)
             if datasync:
                 os.fdatasync(fh)
             else:

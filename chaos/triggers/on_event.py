@@ -8,7 +8,7 @@ from pydantic import Field
 
 from chaos.triggers.base import Trigger, TriggerParams, TriggerState
 
-EventName = Literal["start", "step", "ckpt_staged", "ckpt_begin", "ckpt_commit", "ckpt_error", "ckpt_load",
+EventName = Literal["start", "step", "ckpt_staged", "ckpt_begin", "ckpt_durable", "ckpt_commit", "ckpt_error", "ckpt_load",
                     "ckpt_reject", "health", "final"]
 
 

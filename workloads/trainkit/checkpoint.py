@@ -10,12 +10,12 @@ Layout (``<ckpt_dir>``)::
 Commit protocol for step ``s`` (every rank takes part; rank 0 does the filesystem commit):
 nonce agreed by broadcast -> every rank writes its files into ``.tmp-step_<s>-<nonce>/`` and
 fsyncs them -> all ranks agree the writes succeeded (all_gather of errors, which is also the
-barrier) -> rank 0 fsyncs every file, writes MANIFEST.json, moves a stale ``step_<s>`` aside,
+barrier) -> rank 0 reports the data durable (``ckpt_durable``) -> rank 0 fsyncs every file, writes MANIFEST.json, moves a stale ``step_<s>`` aside,
 renames the temporary directory to ``step_<s>``, fsyncs ``<ckpt_dir>``, replaces ``latest``
 atomically -> rank 0 broadcasts the outcome. A failed attempt removes its temporary directory and
 is retried with backoff (tenacity); when every attempt failed the save is abandoned with a
 ``ckpt_error`` event and training continues on the previous checkpoint. Events: rank 0 emits
-``ckpt_begin``/``ckpt_commit``/``ckpt_error``/``ckpt_reject``; every rank emits ``ckpt_load``.
+``ckpt_begin``/``ckpt_durable``/``ckpt_commit``/``ckpt_error``/``ckpt_reject``; every rank emits ``ckpt_load``.
 """
 
 from __future__ import annotations
@@ -193,6 +193,7 @@ class CheckpointManager:
         sleep: Callable[[float], None] = time.sleep,
         write_delay_s: float = 0.0,
         read_delay_s: float = 0.0,
+        commit_delay_s: float = 0.0,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir).absolute()
         self.fmt = fmt
@@ -206,6 +207,7 @@ class CheckpointManager:
         self.sleep = sleep
         self.write_delay_s = write_delay_s
         self.read_delay_s = read_delay_s
+        self.commit_delay_s = commit_delay_s
         self.results: list[SaveResult] = []
         self._thread: threading.Thread | None = None
         self._thread_error: BaseException | None = None
@@ -361,6 +363,11 @@ class CheckpointManager:
         self._agree(comm, error, tmp)
         outcome: tuple[str | None, int] = (None, 0)
         if rank0:
+            # Every rank's files are on disk and fsynced (the agreement above is also the barrier); nothing
+            # names them yet. A crash from here to the commit must lose this save, never select it.
+            self.events.ckpt_durable(step, str(tmp))
+            if self.commit_delay_s:
+                time.sleep(self.commit_delay_s)
             try:
                 outcome = (None, commit_dir(tmp, final, step, **self.meta))
             except OSError as exc:

@@ -73,6 +73,9 @@ class TrainConfig:
     ckpt_write_delay_s: float = 0.0
     """Seconds each save waits after writing its files and before sealing them: a stand-in for slow storage that widens the window in which a kill tears a save, whatever the machine's speed."""
 
+    ckpt_commit_delay_s: float = 0.0
+    """Seconds each save waits after every rank's files are written and fsynced (its ckpt_durable event) and before rank 0 commits it (manifest, rename, latest): a stand-in for a slow commit (a metadata service, an object store's rename) that widens the window in which the data is durable and not committed."""
+
     ckpt_read_delay_s: float = 0.0
     """Seconds each checkpoint load waits before reading: a stand-in for slow storage on restore (ci/bench/gate_noise.py's slowed restore)."""
 

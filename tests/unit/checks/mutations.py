@@ -332,6 +332,66 @@ def forged_witness(t: Truth) -> Truth | None:
     return m
 
 
+# ---- the checkpoint pointer (issue 36) ----------------------------------------------------------
+
+def _pointer_moves(t: Truth) -> list[dict[str, Any]]:
+    return [r for r in t.records if r.get("ev") == "ckpt_pointer"]
+
+
+@operator("pointer_durable", item="36")
+def pointer_ahead_of_data(t: Truth) -> Truth | None:
+    """The manager moved 'latest' before the step's data was written: the watch found nothing there."""
+    m = _copy(t)
+    move = _pointer_moves(m)[-1]
+    move.update(whole=False, hashed=False, problems=["does not exist"])
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_ahead_then_caught_up(t: Truth) -> Truth | None:
+    """A move ahead of its data, and a second look a moment later (the data arrived) that found it whole."""
+    m = _copy(t)
+    move = _pointer_moves(m)[0]
+    move.update(whole=False, problems=["state.pt: size 12 != manifest 100"])
+    m.records.append(dict(move, whole=True, problems=[], t=move["t"] + 0.05))
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_move_unseen(t: Truth) -> Truth | None:
+    """A commit whose pointer move the watch never saw (two moves inside one poll): that move was not judged."""
+    m = _copy(t)
+    _drop(m, [_pointer_moves(m)[0]])
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_never_watched(t: Truth) -> Truth | None:
+    """The run was not watched at all: no pointer_watch record, no moves."""
+    m = _copy(t)
+    _drop(m, [r for r in m.records if r.get("ev") in ("pointer_watch", "ckpt_pointer")])
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_judged_late(t: Truth) -> Truth | None:
+    """The harness was starved: a move was judged 3 s after the previous look, when its data had long arrived."""
+    m = _copy(t)
+    _pointer_moves(m)[0]["lag_s"] = 3.0
+    return m
+
+
+@operator("pointer_durable", PROTOCOL, item="36")
+def forged_pointer_look(t: Truth) -> Truth | None:
+    """A move ahead of its data, and a rank writes its own ckpt_pointer (source: harness) saying the target was whole."""
+    m = _copy(t)
+    move = _pointer_moves(m)[-1]
+    move.update(whole=False, problems=["does not exist"])
+    m.records.append(dict(move, whole=True, problems=[], t=move["t"] + 0.01, pid=4000, forged=True, rank=0,
+                          attempt="0.0"))
+    return m
+
+
 # ---- faults inside the step (issue 34) ----------------------------------------------------------
 
 @operator("no_corrupt_commit", item="34")

@@ -35,6 +35,8 @@ NOT_SIMULATED = {
     "drop_replica_samples": "judges a drop-replica job's (group, step) shares of the data (test_replica_groups.py)",
     "restarted_in_process": "judges in-process restarts (inprocess_restart events) against the processes the harness "
                             "saw, which the simulator's restarts never are (test_restarted_in_process.py)",
+    "save_fails_together": "judges the filesystem's failed writes (a write-error fault's slowfs record) against the "
+                           "saves and the ranks' progress (test_save_fails_together.py)",
 }
 """Checks whose evidence the simulator does not play, and where their lies are tested instead. A new
 check must join ``truth.CONFIGS`` or this list: it cannot be left out of the method by accident."""

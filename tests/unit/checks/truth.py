@@ -186,6 +186,7 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
     """The step from which the nan scenario's state is poisoned (once the fault acted)."""
     world_after = p.world + 1 if p.scenario == "resize" else p.world
     w.harness("launch", launch=0, target="local")
+    w.harness("pointer_watch", pointer="/ckpt/latest", interval_s=0.005, state="start")
     committed: dict[int, dict[str, Any]] = {}
 
     def begin(attempt: str, world: int, generation: int, load: int, path: str | None,
@@ -222,6 +223,10 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
             if step % p.ckpt_every == 0:
                 path = f"/ckpt/step_{step:06d}"
                 w.rank("ckpt_begin", attempt, 0, world, step=step, path=path)
+                # The manager moves 'latest' onto the sealed step, then reports the commit; the harness's watch
+                # judged the step whole at that moment (chaos.evidence.pointer).
+                w.harness("ckpt_pointer", pointer="latest", target=f"step_{step:06d}", path=path, step=step,
+                          whole=True, problems=[], hashed=True, look_s=0.001, lag_s=0.005, bytes=100)
                 commit = w.rank("ckpt_commit", attempt, 0, world, step=step, path=path, bytes=100, seconds=0.1)
                 committed[step] = commit
                 look(attempt, "ckpt_commit", path, step)
@@ -265,6 +270,8 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
             for rank in range(p.world):
                 w.harness("worker_exit", worker_pid=w.pid("0.0", rank), rank=rank, node="h", attempt="0.0")
             fault.t_revert = w.t
+            w.harness("pointer_watch", pointer="/ckpt/latest", state="end", polls=400, moves=len(committed),
+                      max_gap_s=0.006)
             w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
             return Truth(p, w.records, faults, golden_of(p), args, 0, None)
         w.rank("health", "0.0", p.world - 1, p.world, source="guard", code="nonfinite", device=p.world - 1,
@@ -303,6 +310,8 @@ def play(params: Params, *, resume_step: int | None = None, resume_path: str | N
         w.rank("final", "0.1", rank, world_after, step=p.steps + step_shift, digest=digest)
     for rank in range(world_after):
         w.harness("worker_exit", worker_pid=w.pid("0.1", rank), rank=rank, node="h", attempt="0.1")
+    w.harness("pointer_watch", pointer="/ckpt/latest", state="end", polls=400, moves=len(committed),
+              max_gap_s=0.006)
     w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
     return Truth(p, w.records, faults, golden_of(p), args, resumed_from, corrupted)
 
@@ -330,6 +339,8 @@ def _roll_back_in_process(p: Params, w: "_Writer", faults: list[FaultRecord], co
         w.rank("final", "0.0", rank, p.world, step=p.steps + step_shift, digest=digest)
     for rank in range(p.world):
         w.harness("worker_exit", worker_pid=w.pid("0.0", rank), rank=rank, node="h", attempt="0.0")
+    w.harness("pointer_watch", pointer="/ckpt/latest", state="end", polls=400, moves=len(committed),
+              max_gap_s=0.006)
     w.harness("exit", code=0, timed_out=False, wall_s=round(w.t - 1000.0, 3))
     return Truth(p, w.records, faults, golden_of(p), {"steps": p.steps, "ckpt_every": p.ckpt_every, "seed": p.seed},
                  resumed_from, None)
@@ -372,6 +383,7 @@ CONFIGS: dict[str, dict[str, Any]] = {
     "goodput": {"min": 0.05},
     "no_corrupt_commit": {"golden_digests": True},
     "rolled_back": {},
+    "pointer_durable": {},
 }
 """The checks a truth must PASS, with the config each is judged under (the rest need other evidence)."""
 

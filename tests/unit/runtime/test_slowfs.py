@@ -86,3 +86,22 @@ def test_stats_are_written_whole(tmp_path: Path):
     p.delay("meta")
     p.write_stats()
     assert json.loads((tmp_path / "stats.json").read_text())["ops_delayed"] == 1
+
+
+def test_a_fail_rule_fails_only_the_matching_files_writes_and_says_which(tmp_path: Path):
+    p, clock, control = pacer(tmp_path, fail={"paths": ["*rng_rank1.pt"], "errno": "EIO"})
+    import errno
+
+    assert p.failure("create", "/.tmp-step_000020-ab/rng_rank1.pt") == errno.EIO
+    assert p.failure("write", "/.tmp-step_000020-ab/rng_rank1.pt") == errno.EIO
+    assert p.failure("create", "/.tmp-step_000020-ab/rng_rank0.pt") is None  # the other rank's file succeeds
+    assert p.failure("read", "/step_000010/rng_rank1.pt") is None  # reads are never failed
+    assert p.stats["failed_ops"] == 2
+    assert p.stats["failures"][0] == {"t": 1000.0, "op": "create", "path": ".tmp-step_000020-ab/rng_rank1.pt",
+                                      "errno": "EIO"}
+    set_control(control, fail={"paths": ["*.distcp"], "errno": "ENOSPC", "ops": ["fsync"]})
+    assert p.failure("write", "/s/__1_0.distcp") is None and p.failure("fsync", "/s/__1_0.distcp") == errno.ENOSPC
+    set_control(control)  # reverted: pass-through
+    assert p.failure("create", "/.tmp-step_000030-cd/rng_rank1.pt") is None
+    p.write_stats()
+    assert json.loads((tmp_path / "stats.json").read_text())["failed_ops"] == 3

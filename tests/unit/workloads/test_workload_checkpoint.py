@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,8 @@ def test_save_commits_a_verifiable_step_dir_and_moves_latest(tmp_path: Path) -> 
     assert verify_manifest(ckpt / "step_000003") == []
     manifest = json.loads((ckpt / "step_000003" / MANIFEST_NAME).read_text())
     assert manifest["step"] == 3 and manifest["meta"] == {"world_size": 1, "format": "ddp-torch-save"}
-    assert events.names() == ["ckpt_begin", "ckpt_commit"]
-    assert events.events[1][1]["bytes"] == result.bytes
+    assert events.names() == ["ckpt_begin", "ckpt_durable", "ckpt_commit"]
+    assert events.events[2][1]["bytes"] == result.bytes
 
 
 def test_resume_restores_everything_so_training_continues_bit_exact(tmp_path: Path) -> None:
@@ -204,7 +205,7 @@ def test_enospc_is_retried_with_backoff_then_commits(tmp_path: Path) -> None:
     result = mgr.save(3, make_app())
     assert result is not None and result.ok and fmt.calls == 3
     assert sleeps == [0.1, 0.2]
-    assert events.names() == ["ckpt_begin", "ckpt_commit"]
+    assert events.names() == ["ckpt_begin", "ckpt_durable", "ckpt_commit"]
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["latest", "step_000003"]
 
 
@@ -256,7 +257,7 @@ def test_async_save_stages_a_private_copy_and_commits_in_the_background(tmp_path
         for p in app.model.parameters():
             p.add_(1.0)  # training goes on while the save is in flight
     mgr.wait()
-    assert events.names() == ["ckpt_staged", "ckpt_begin", "ckpt_commit"] and mgr.results[-1].ok
+    assert events.names() == ["ckpt_staged", "ckpt_begin", "ckpt_durable", "ckpt_commit"] and mgr.results[-1].ok
     staged = events.events[0][1]
     assert staged["args"] == (2,) and 0 <= staged["seconds"] < 30
     fresh = make_app()
@@ -297,3 +298,37 @@ def test_resume_from_a_read_only_directory(tmp_path: Path, monkeypatch: pytest.M
     step, path = mgr2.resume(make_app())
     assert step == 2 and path is not None  # leftovers could not be deleted; resume goes on
     assert (tmp_path / "ckpt" / ".latest.tmp-1").exists()
+
+
+def test_ckpt_durable_comes_when_every_file_is_written_and_before_anything_names_them(tmp_path: Path) -> None:
+    """The phase a kill strikes to prove that data on disk without a commit record is never selected."""
+    seen: dict[str, Any] = {}
+
+    class AtDurable(Recorder):
+        def __getattr__(self, name: str):
+            record = super().__getattr__(name)
+            if name != "ckpt_durable":
+                return record
+
+            def look(step: int, path: str) -> None:
+                record(step, path)
+                if step != 4:
+                    return
+                seen["files"] = sorted(p.name for p in Path(path).iterdir())
+                seen["latest"] = (tmp_path / "ckpt" / "latest").read_text()
+                seen["entries"] = sorted(p.name for p in (tmp_path / "ckpt").iterdir() if not p.name.startswith("."))
+
+            return look
+
+    events = AtDurable()
+    mgr = CheckpointManager(tmp_path / "ckpt", DdpFormat(), LocalComm(), events=events, commit_delay_s=0.05)
+    app = make_app()
+    mgr.save(2, app)
+    t0 = time.monotonic()
+    mgr.save(4, app)
+    assert time.monotonic() - t0 >= 0.05  # the commit waited the delay after the data was durable
+    assert events.names() == ["ckpt_begin", "ckpt_durable", "ckpt_commit"] * 2
+    durable = events.events[4][1]
+    assert durable["args"][0] == 4 and ".tmp-step_000004-" in durable["args"][1]
+    assert seen["files"] == ["rng_rank0.pt", "state.pt"]  # the data, and no MANIFEST.json yet
+    assert seen["latest"] == "step_000002" and seen["entries"] == ["latest", "step_000002"]

@@ -1,0 +1,99 @@
+"""``pointer_durable``: the checkpoint pointer never named a checkpoint that was not whole when it moved.
+
+A resume trusts ``latest``. A manager that moves it before the data is written and synced is one
+crash away from a resume onto a torn file, and a run without that crash shows nothing: by the end
+the data has arrived. So the harness watches the pointer while the run goes
+(chaos.evidence.pointer: stat'ed every few milliseconds; each move's target judged at once, its
+commit record and sizes, and its checksums up to a budget) and this check judges those moments:
+
+* FAIL: some move named a checkpoint that did not exist, was an empty directory, or whose files did
+  not match its commit record (missing, short, a checksum off; a torn zip) at that moment;
+* INCONCLUSIVE: the pointer was not watched (the watch failed), never moved, was judged more than
+  ``max_lag_s`` after the previous look (a starved harness: the move could have been ahead and caught up
+  in between), named something that
+  cannot be judged at a moment (a directory with no commit record the harness reads, a legacy pickle,
+  a file over the budget), or the workload committed
+  a checkpoint the pointer was never seen to name (two moves inside one poll interval);
+* PASS: every committed checkpoint was named by a move the harness saw, onto a whole checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.checkpoint.findings import step_of
+
+
+class PointerDurableConfig(CheckConfig):
+    pointer: str = "latest"
+    """The pointer's file name in the checkpoint directory: a text file naming a checkpoint there, or a symlink."""
+    max_lag_s: float = Field(default=0.5, gt=0)
+    """A move judged more than this long after the previous look (a starved harness) is not proof: the pointer
+    may have been ahead of its data for that long and caught up before the look."""
+
+
+class PointerDurable(Check, kind="pointer_durable"):
+    """The checkpoint pointer never named a checkpoint that was not whole at the moment it moved."""
+
+    Config = PointerDurableConfig
+    watches_pointer = True
+    """The runner watches ``config.pointer`` in the run's checkpoint directory (chaos.evidence.pointer)."""
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        h = outcome.history
+        name = self.config.pointer
+        watch = [r for r in h.of("pointer_watch") if r.get("source") == "harness"]
+        if not watch:
+            return self.inconclusive(f"the harness did not watch '{name}' (no pointer_watch record): run under the "
+                                     f"chaos runner, which watches the pointer a pointer_durable check names")
+        broken = [r for r in watch if r.get("state") == "error"]
+        if broken:
+            return self.inconclusive(f"the watch of '{name}' stopped: {broken[0].get('error')}; moves after it were "
+                                     f"not judged")
+        moves = [r for r in h.of("ckpt_pointer") if r.get("source") == "harness"]
+        if not moves:
+            return self.inconclusive(f"'{name}' never moved while the harness watched it (no checkpoint committed, "
+                                     f"or the workload keeps no '{name}' in its checkpoint directory: set "
+                                     f"pointer_durable's 'pointer' to the file it keeps)")
+        t0 = min((r.t for r in h.of("launch") if r.get("source") == "harness"), default=moves[0].t)
+        ahead = [m for m in moves if m.get("whole") is False]
+        figures: dict[str, Any] = {"moves": len(moves), "ahead": len(ahead),
+                                   "hashed": sum(1 for m in moves if m.get("hashed")),
+                                   "max_gap_s": max((r.get("max_gap_s") or 0.0 for r in watch), default=None)}
+        if ahead:
+            first = ahead[0]
+            problems = "; ".join(str(p) for p in (first.get("problems") or [])[:2]) or "not whole"
+            more = f" ({len(ahead)} of {len(moves)} moves were ahead of their data)" if len(ahead) > 1 else ""
+            return self.failed(f"'{name}' moved to {first.get('target')} {first.t - t0:.2f} s into the run while "
+                               f"it was not whole: {problems}{more}; a crash at that moment resumes from it",
+                               **figures)
+        late = [m for m in moves if isinstance(m.get("lag_s"), (int, float)) and m["lag_s"] > self.config.max_lag_s]
+        if late:
+            return self.inconclusive(f"{len(late)} of {len(moves)} moves of '{name}' were judged more than "
+                                     f"{self.config.max_lag_s:g} s after the previous look ({late[0].get('target')}: "
+                                     f"{late[0]['lag_s']:.2f} s; the harness was starved): a pointer ahead of its data "
+                                     f"for less than that would have been missed", **figures)
+        unjudged = [m for m in moves if m.get("whole") is None]
+        if unjudged:
+            why = "; ".join(str(p) for p in (unjudged[0].get("problems") or [])[:1])
+            return self.inconclusive(f"{len(unjudged)} of {len(moves)} moves of '{name}' named a checkpoint the "
+                                     f"harness cannot judge at a moment ({unjudged[0].get('target')}: {why})",
+                                     **figures)
+        named = {Path(str(m.get("target"))).name for m in moves}
+        unseen = sorted({Path(str(c.get("path"))).name for c in h.of("ckpt_commit")
+                         if c.get("path") and step_of(Path(str(c.get("path")))) is not None}
+                        - named)
+        if unseen:
+            return self.inconclusive(f"the workload committed {', '.join(unseen[:4])} but '{name}' was never seen "
+                                     f"naming it (two moves inside one poll of the watch, or a pointer that skips "
+                                     f"commits): those moves were not judged", unseen=unseen, **figures)
+        hashed = figures["hashed"]
+        how = ("each with its checksums read" if hashed == len(moves)
+               else f"{hashed} with checksums read, the rest by commit record and sizes")
+        gap = f"; longest gap between looks {figures['max_gap_s']:.3f} s" if figures["max_gap_s"] else ""
+        return self.passed(f"'{name}' moved {len(moves)} time(s), each onto a checkpoint whole at that moment "
+                           f"({how}){gap}", **figures)

@@ -1,0 +1,148 @@
+"""``save_fails_together``: a save whose write failed on one rank fails on every rank, and nobody hangs.
+
+When one rank's checkpoint write fails (its disk, its mount, its quota) and its peers' succeed, the
+save has failed: the checkpoint lacks that rank's part. A checkpointer must then agree on it, every
+rank giving the save up (or retrying it) together, and go on training. The failures users report are
+the two ways of not agreeing: the peers wait in the save's next collective for a rank that is busy
+with its error, until a collective timeout kills the job minutes later; or rank 0 commits a
+checkpoint without the failed part.
+
+Judged for each ``write-error`` fault from the harness's own record of what the filesystem failed (the
+``slowfs`` record: each failed operation, its time and file), against the workload's events:
+
+* the save a failure struck is the newest ``ckpt_begin`` before it (its step and attempt);
+* every rank of that attempt (its ``start`` records) shows it moved on within ``max_s`` of the save's
+  first failed write: a record of its own after it (a step, a ``ckpt_error``, a commit, a final) or
+  its process's exit as the harness saw it. A rank that did nothing for ``max_s`` hung: FAIL;
+* the save itself reaches an outcome within ``max_s`` (a ``ckpt_error`` or commit of its step, a later
+  save, the attempt's end): an asynchronous writer can hang while training steps on;
+* the save is not committed while the fault was still failing writes (a commit after the fault was
+  released may be a retry that wrote everything, and the checkpoint checks judge what it holds): FAIL.
+
+INCONCLUSIVE: no write-error fault; its record lists no failed write (the globs matched no file the
+job wrote while it acted); no ``ckpt_begin`` before a failure (which save it struck is unknown); no
+``start`` records for the attempt (which ranks must move on is unknown).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+
+MOVED_ON = ("step", "ckpt_error", "ckpt_commit", "ckpt_begin", "final")
+"""A rank's own records that show it is not stuck in the failed save."""
+
+
+class SaveFailsTogetherConfig(CheckConfig):
+    max_s: float = Field(default=30.0, gt=0)
+    """Every rank must move on within this many seconds of the save's first failed write (well under the
+    collective timeout a hung rank would otherwise wait out)."""
+    faults: list[str] = Field(default_factory=lambda: ["write-error"])
+    """Fault kinds whose failed writes are judged."""
+
+
+class SaveFailsTogether(Check, kind="save_fails_together"):
+    """A save whose write failed on one rank fails on every rank, within a bound, and nobody hangs in a collective."""
+
+    Config = SaveFailsTogetherConfig
+
+    def evaluate(self, outcome: RunOutcome) -> CheckResult:
+        faults = [f for f in outcome.injected_faults if f.kind in self.config.faults]
+        if not faults:
+            return self.inconclusive(f"no {' or '.join(self.config.faults)} fault was injected, so no write failed")
+        failed, figures = self.judge_each(faults, lambda f: self._judge(f, outcome))
+        if failed:
+            return failed
+        parts = []
+        for label, figs in figures.items():
+            if figs.get("inconclusive"):
+                return self.inconclusive(f"{label}: {figs['inconclusive']}", **figures)
+            parts.append(f"{label} failed {figs['failed_ops']} write(s) in {len(figs['saves'])} save(s) "
+                         f"({'; '.join(figs['saves'])})")
+        return self.passed("; ".join(parts), **figures)
+
+    def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
+        h = outcome.history
+        figs: dict[str, Any] = {"failed_ops": 0, "saves": []}
+        stats = [r for r in h.of("slowfs") if r.get("source") == "harness" and r.get("fault") == fault.label]
+        failures = sorted((f for r in stats for f in (r.get("failures") or []) if isinstance(f, dict)
+                           and isinstance(f.get("t"), (int, float))), key=lambda f: f["t"])
+        figs["failed_ops"] = max([int(r.get("failed_ops") or 0) for r in stats] or [0])
+        if not failures:
+            figs["inconclusive"] = ("the filesystem failed no write while the fault acted (no file the job wrote "
+                                    "matched its paths; check the globs against the checkpoint's files)"
+                                    if stats else "no slowfs record of what the fault failed")
+            return None, figs
+        begins = sorted(h.of("ckpt_begin"), key=lambda r: r.t)
+        acting_until = fault.t_release or fault.t_revert
+        saves: dict[tuple[str, int], dict[str, Any]] = {}
+        for f in failures:
+            before = [b for b in begins if b.t <= f["t"]]
+            if not before:
+                figs["inconclusive"] = (f"a write of {f.get('path')} failed before any ckpt_begin: which save it "
+                                        f"struck is unknown (report saves with chaos.sdk ckpt_begin)")
+                return None, figs
+            b = before[-1]
+            saves.setdefault((str(b.get("attempt")), int(b.get("step") or 0)), f)
+        for (attempt, step), first in saves.items():
+            problem, said = self._judge_save(outcome, attempt, step, first, acting_until)
+            if problem is None and said is None:
+                figs["inconclusive"] = (f"no start record for the ranks of attempt {attempt}: which ranks had to move "
+                                        f"on after the step-{step} save failed is unknown")
+                return None, figs
+            if problem:
+                return problem, figs
+            figs["saves"].append(said)
+        return None, figs
+
+    def _judge_save(self, outcome: RunOutcome, attempt: str, step: int, first: dict[str, Any],
+                    acting_until: float | None) -> tuple[str | None, str | None]:
+        h = outcome.history
+        t_fail = float(first["t"])
+        what = f"the write of {first.get('path')} failed ({first.get('errno')})"
+        ranks = sorted({r.rank for r in h.of("start", attempt=attempt) if isinstance(r.rank, int)})
+        if not ranks:
+            return None, None
+        exits = {r.get("rank"): r.t for r in h.of("worker_exit", attempt=attempt)
+                 if r.get("source") == "harness" and r.t > t_fail}
+        slowest: tuple[float, int, str] = (0.0, -1, "")
+        for rank in ranks:
+            after = [r for r in h.of(*MOVED_ON, attempt=attempt) if r.rank == rank and r.t > t_fail]
+            first_sign = min(after, key=lambda r: r.t) if after else None
+            t_exit = exits.get(rank)
+            candidates = [(first_sign.t - t_fail, first_sign.ev)] if first_sign is not None else []
+            if t_exit is not None:
+                candidates.append((t_exit - t_fail, "its process exited"))
+            if not candidates:
+                return (f"{what} in the step-{step} save of attempt {attempt}, and rank {rank} never did anything "
+                        f"after it (no step, no ckpt_error, no exit): it hung in the save"), None
+            delay, how = min(candidates)
+            if delay > self.config.max_s:
+                return (f"{what} in the step-{step} save of attempt {attempt}, and rank {rank} did nothing for "
+                        f"{delay:.1f} s (bound {self.config.max_s:g} s; then: {how}): it waited in the save for a "
+                        f"rank that had given up or was handling its error"), None
+            slowest = max(slowest, (delay, rank, how))
+        # The save itself must end too: an asynchronous writer can hang while training steps on.
+        ends = [r.t for r in h.of("ckpt_error", "ckpt_commit", attempt=attempt) if r.get("step") == step and r.t > t_fail]
+        ends += [r.t for r in h.of("ckpt_begin", attempt=attempt) if r.t > t_fail and r.get("step") != step]
+        if len(exits) == len(ranks):
+            ends.append(max(exits.values()))
+        if not ends or min(ends) - t_fail > self.config.max_s:
+            took = f"{min(ends) - t_fail:.1f} s" if ends else "the rest of the run"
+            return (f"{what} in the step-{step} save of attempt {attempt}, and the save reached no outcome for "
+                    f"{took} (bound {self.config.max_s:g} s: no ckpt_error, no commit, no later save, the attempt "
+                    f"still running): its writer hung"), None
+        commits = [c for c in h.of("ckpt_commit", attempt=attempt) if c.get("step") == step and c.t > t_fail]
+        during = [c for c in commits if acting_until is None or c.t < acting_until]
+        if during:
+            return (f"{what} in the step-{step} save of attempt {attempt}, and the save was still committed "
+                    f"{during[0].t - t_fail:.2f} s later while the fault went on failing writes: a checkpoint "
+                    f"without the failed part"), None
+        ended = ("committed after the fault ended" if commits else
+                 "given up (ckpt_error)" if any(e.get("step") == step for e in h.of("ckpt_error", attempt=attempt))
+                 else "never committed")
+        return None, (f"step {step} of attempt {attempt}: {what}; every rank moved on within {slowest[0]:.2f} s "
+                      f"(slowest rank {slowest[1]}: {slowest[2]}); the save was {ended}")
