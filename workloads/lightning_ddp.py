@@ -14,6 +14,10 @@ in the checkpoint and restores it (a plain DataLoader cannot resume mid-epoch, a
 world size exact: the sampler is positioned from the samples the job consumed, and a step trains the
 same samples at any world size (``accumulate_grad_batches``).
 
+``--async-checkpoint`` adds Lightning's ``AsyncCheckpointIO`` plugin: each checkpoint is copied on the
+training thread and written by a background thread. ``--resume newest`` resumes from the newest step's
+file that is whole instead of ``last.ckpt``.
+
 ``--save-delay-s`` stands in for a slow checkpoint filesystem (each file written onto it is held
 half-written that long), and ``--tmpdir`` says where the process's temporary files go: Lightning
 writes each ``.ckpt`` to a temporary file and moves it into place, which is a rename on the same
@@ -27,10 +31,12 @@ import hashlib
 import importlib.util
 import multiprocessing.util
 import os
+import re
 import shutil
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -113,6 +119,24 @@ class ReshardLoader(L.Callback):
         self.sampler.load_state_dict({"yielded": consumed // trainer.world_size})
 
 
+def newest_whole(root: Path) -> str | None:
+    """The newest step's checkpoint file that is whole (its zip directory and CRCs check out), for
+    ``fit(ckpt_path=...)``: the resume rule that trusts no pointer, where ``"last"`` trusts ``last.ckpt``."""
+    found = []
+    for path in root.glob("*.ckpt"):
+        match = re.search(r"step=(\d+)", path.name)
+        if match and not path.name.startswith("last") and not path.is_symlink():
+            found.append((int(match.group(1)), path))
+    for _step, path in sorted(found, reverse=True):
+        try:
+            with zipfile.ZipFile(path) as zf:
+                if zf.testzip() is None:
+                    return str(path)
+        except (OSError, zipfile.BadZipFile):
+            continue  # a save cut short: the one before it
+    return None
+
+
 def slow_storage(root: Path, delay_s: float) -> None:
     """A slow checkpoint filesystem: each file written onto ``root``'s filesystem stays half-written for ``delay_s``.
 
@@ -165,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--save-last", choices=["true", "link"], default="true",
                     help="ModelCheckpoint(save_last=...): 'true' writes last.ckpt after the step's own file, "
                          "'link' makes it a link to that file")
+    ap.add_argument("--async-checkpoint", action="store_true",
+                    help="Trainer(plugins=[AsyncCheckpointIO()]): each checkpoint written by a thread while training goes on")
+    ap.add_argument("--resume", choices=["last", "newest"], default="last",
+                    help="fit(ckpt_path=...): 'last' (last.ckpt, Lightning's docs) or 'newest' (the newest step's file "
+                         "that is whole, whatever last.ckpt says)")
     ap.add_argument("--tmpdir", default=None,
                     help="where this process's temporary files go (what $TMPDIR sets); relative: inside the "
                          "checkpoint directory")
@@ -219,9 +248,11 @@ def main(argv: list[str] | None = None) -> int:
                         max_steps=args.steps, callbacks=[ChaosCallback(), checkpoints, *callbacks],  # chaos: ChaosCallback
                         logger=False, enable_progress_bar=False, enable_model_summary=False,
                         deterministic=True, use_distributed_sampler=not args.stateful_sampler,
-                        detect_anomaly=args.detect_anomaly)
+                        detect_anomaly=args.detect_anomaly,
+                        plugins=[L.pytorch.plugins.io.AsyncCheckpointIO()] if args.async_checkpoint else None)
     startup.resume()
-    trainer.fit(Regression(model, args.step_sleep), loader, ckpt_path="last")
+    resume = "last" if args.resume == "last" else newest_whole(ckpt_dir)
+    trainer.fit(Regression(model, args.step_sleep), loader, ckpt_path=resume)
     return 0
 
 

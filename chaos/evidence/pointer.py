@@ -53,14 +53,30 @@ def _identity(pointer: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
+POINTER_MAX_BYTES = 4096
+"""A pointer file is a short text naming an entry; anything larger (or binary) is a checkpoint in its own right."""
+
+
 def read_pointer(pointer: Path) -> str | None:
-    """The name the pointer holds (a text file's content or a symlink's target); None when unreadable."""
+    """The name the pointer holds: a symlink's target, or a short text file's one line. A file that is itself a
+    checkpoint (Lightning's ``last.ckpt`` written whole, not linked) names itself: its replacement is the move, and
+    it is judged as the checkpoint. None when unreadable or empty."""
     try:
         if pointer.is_symlink():
             return os.readlink(pointer)
-        return pointer.read_text().strip() or None
-    except (OSError, UnicodeDecodeError):
+        with open(pointer, "rb") as fh:
+            head = fh.read(POINTER_MAX_BYTES + 1)
+    except OSError:
         return None
+    if not head:
+        return None
+    try:
+        text = head.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        return pointer.name
+    if len(head) > POINTER_MAX_BYTES or "\x00" in text or "\n" in text or not text:
+        return pointer.name
+    return text
 
 
 def judge_target(path: Path, hash_budget_bytes: int = HASH_BUDGET_BYTES) -> dict[str, Any]:

@@ -21,7 +21,8 @@ What it reports, and from where:
   steps without samples, and ``exactly_once`` says it cannot judge;
 * ``ckpt_begin`` / ``ckpt_commit`` around the strategy's ``CheckpointIO.save_checkpoint`` (every
   save Lightning writes, ModelCheckpoint's included, on the process that writes it), with the
-  file's path and size;
+  file's path and size; under ``AsyncCheckpointIO``, around the write in its thread, with
+  ``ckpt_staged`` when the training loop gets control back (its copy of the tensors made);
 * ``final`` at ``on_train_end``: the step and a digest of the module's and optimizers' state.
 """
 
@@ -90,16 +91,24 @@ class ChaosCallback(_lightning.pytorch.Callback):
         sdk.final(int(trainer.global_step), digest=sdk.digest_state(*states))
 
     def teardown(self, trainer, pl_module, stage: str) -> None:
-        if self._wrapped is not None:
-            io, original = self._wrapped
+        for io, original in reversed(self._wrapped or []):
             io.save_checkpoint = original
-            self._wrapped = None
+        self._wrapped = None
 
     def _wrap_checkpoint_io(self, trainer) -> None:
-        """Report each save around the write itself: Lightning's callbacks hear of a save before the file exists."""
+        """Report each save around the write itself: Lightning's callbacks hear of a save before the file exists.
+
+        The write is the innermost CheckpointIO's: a wrapper such as AsyncCheckpointIO only hands the checkpoint to
+        a thread, and a commit reported when that returns would name a file not written yet. Under AsyncCheckpointIO
+        the caller's part (its copy of every tensor) is reported as the save's staging, ``ckpt_staged``."""
         if self._wrapped is not None:
             return
-        io = trainer.strategy.checkpoint_io
+        outer = trainer.strategy.checkpoint_io  # the property also gives a wrapper its base CheckpointIO
+        io, wrappers = outer, []
+        while getattr(io, "checkpoint_io", None) is not None:
+            wrappers.append(io)
+            io = io.checkpoint_io
+        self._wrapped = [(io, io.save_checkpoint)]
         original = io.save_checkpoint
 
         def save_checkpoint(checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
@@ -114,4 +123,13 @@ class ChaosCallback(_lightning.pytorch.Callback):
             sdk.ckpt_commit(step, str(path), bytes=saved_bytes(path), seconds=time.time() - t0)
 
         io.save_checkpoint = save_checkpoint
-        self._wrapped = (io, original)
+        if any(type(w).__name__ == "AsyncCheckpointIO" for w in wrappers):
+            submit = outer.save_checkpoint
+
+            def staged(checkpoint: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+                t0 = time.monotonic()
+                submit(checkpoint, *args, **kwargs)
+                sdk.ckpt_staged(int(checkpoint.get("global_step", trainer.global_step)), seconds=time.monotonic() - t0)
+
+            self._wrapped.append((outer, submit))
+            outer.save_checkpoint = staged

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import zipfile
@@ -156,3 +157,19 @@ def test_each_move_says_how_long_after_the_previous_look_it_was_judged(tmp_path:
     write_atomic(tmp_path / "latest", b"step_000010")
     assert watch.poll()
     assert log.moves()[0]["lag_s"] >= 0.2
+
+
+def test_a_pointer_that_is_itself_a_checkpoint_is_judged_as_one(tmp_path: Path) -> None:
+    """Lightning's last.ckpt written whole (save_last=True): each replacement is a move onto itself."""
+    last = tmp_path / "last.ckpt"
+    with zipfile.ZipFile(last, "w") as zf:
+        zf.writestr("archive/data.pkl", b"p" * 5000)
+    log = Log()
+    watch = PointerWatch(tmp_path, log, name="last.ckpt")
+    assert watch.poll()
+    assert log.moves()[0]["target"] == "last.ckpt" and log.moves()[0]["whole"] is True
+    torn = tmp_path / ".last.tmp"
+    torn.write_bytes(last.read_bytes()[:300])
+    os.replace(torn, last)  # a copy cut short, as a move across filesystems leaves it
+    assert watch.poll()
+    assert log.moves()[1]["whole"] is False
