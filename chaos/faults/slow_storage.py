@@ -145,25 +145,42 @@ def log_slowfs_stats(run: RunContext, fault: Fault) -> None:
         pass
 
 
-class SlowStorage(Fault, kind="slow-storage"):
-    """Make the checkpoint filesystem slow: a bandwidth cap, added latency, or a stall of given length (FUSE passthrough)."""
+class ThroughSlowfs(Fault):
+    """A fault that acts through the FUSE passthrough (no kind of its own): the mount before launch, the control
+    written when it acts, the daemon's record of what it did when it is reverted."""
 
-    Config = SlowStorageConfig
     needs_target = ("local", "netns", "slurm")
 
     def check(self, run: RunContext) -> None:
-        check_can_fuse()
+        check_can_fuse(self.kind)
+
+    def acts(self) -> str:
+        """What the fault writes into the control, for the plan."""
+        raise NotImplementedError
 
     def plan(self, run: RunContext) -> list[str]:
         mount, backing, control, _ = slowfs_paths(run)
-        c = self.config
         return [f"before launch: mount {sys.executable} -m chaos.runtime.slowfs {backing} {mount} (FUSE passthrough)",
-                f"at the trigger: write {control}: write_mbps={c.write_mbps}, latency_ms={c.latency_ms:g}, "
-                f"stall_s={c.stall_s}",
+                f"at the trigger: write {control}: {self.acts()}",
                 "revert: pass-through again; at the end: umount, move the checkpoints back into the directory"]
 
     def prepare(self, run: RunContext) -> None:
         mount_slowfs(run)
+
+    def revert(self, run: RunContext) -> list[Any]:
+        failures = super().revert(run)
+        log_slowfs_stats(run, self)
+        return failures
+
+
+class SlowStorage(ThroughSlowfs, kind="slow-storage"):
+    """Make the checkpoint filesystem slow: a bandwidth cap, added latency, or a stall of given length (FUSE passthrough)."""
+
+    Config = SlowStorageConfig
+
+    def acts(self) -> str:
+        c = self.config
+        return f"write_mbps={c.write_mbps}, latency_ms={c.latency_ms:g}, stall_s={c.stall_s}"
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c = self.config
@@ -171,8 +188,3 @@ class SlowStorage(Fault, kind="slow-storage"):
                             stall_until=time.time() + c.stall_s if c.stall_s else None)
         return {"mount": str(mount), "write_mbps": c.write_mbps, "latency_ms": c.latency_ms, "stall_s": c.stall_s,
                 "mechanism": "FUSE passthrough (chaos.runtime.slowfs)"}
-
-    def revert(self, run: RunContext) -> list[Any]:
-        failures = super().revert(run)
-        log_slowfs_stats(run, self)
-        return failures

@@ -14,13 +14,12 @@ its time and file) is the ``slowfs`` harness record when the fault is reverted.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Literal
 
 from pydantic import Field
 
-from chaos.faults.base import Fault, FaultConfig
-from chaos.faults.slow_storage import check_can_fuse, log_slowfs_stats, mount_slowfs, set_control, slowfs_paths
+from chaos.faults.base import FaultConfig
+from chaos.faults.slow_storage import ThroughSlowfs, set_control
 from chaos.runtime.context import RunContext
 from chaos.runtime.slowfs import FAIL_OPS
 
@@ -37,32 +36,17 @@ class WriteErrorConfig(FaultConfig):
     """The operations that fail on those files."""
 
 
-class WriteError(Fault, kind="write-error"):
+class WriteError(ThroughSlowfs, kind="write-error"):
     """Fail the writes of some checkpoint files (one rank's shard) while every other write succeeds (FUSE passthrough)."""
 
     Config = WriteErrorConfig
-    needs_target = ("local", "netns", "slurm")
 
-    def check(self, run: RunContext) -> None:
-        check_can_fuse(self.kind)
-
-    def plan(self, run: RunContext) -> list[str]:
-        mount, backing, control, _ = slowfs_paths(run)
+    def acts(self) -> str:
         c = self.config
-        return [f"before launch: mount {sys.executable} -m chaos.runtime.slowfs {backing} {mount} (FUSE passthrough)",
-                f"at the trigger: write {control}: fail {', '.join(c.ops)} of {', '.join(c.paths)} with {c.error}",
-                "revert: pass-through again; at the end: umount, move the checkpoints back into the directory"]
-
-    def prepare(self, run: RunContext) -> None:
-        mount_slowfs(run)
+        return f"fail {', '.join(c.ops)} of {', '.join(c.paths)} with {c.error}"
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c = self.config
         mount = set_control(run, self, fail={"paths": list(c.paths), "errno": c.error, "ops": list(c.ops)})
         return {"mount": str(mount), "paths": list(c.paths), "error": c.error, "ops": list(c.ops),
                 "mechanism": "FUSE passthrough (chaos.runtime.slowfs)"}
-
-    def revert(self, run: RunContext) -> list[Any]:
-        failures = super().revert(run)
-        log_slowfs_stats(run, self)
-        return failures

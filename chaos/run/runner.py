@@ -330,7 +330,7 @@ class Runner:
             code = run.target.exit_code()
             if code is None:
                 state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng,
-                                     last_inject=self._last_inject)
+                                     last_inject=self._last_inject, ckpt_dir=run.ckpt_dir)
                 self._fire(run, armed, records, state)
             if self.on_poll is not None:
                 try:

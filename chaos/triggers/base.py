@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, ClassVar
 
 
@@ -31,6 +32,8 @@ class TriggerState:
     """The experiment's seeded RNG."""
     last_inject: float | None = None
     """Seconds since launch of the latest injection of any fault (None before the first)."""
+    ckpt_dir: Path | None = None
+    """The run's checkpoint directory, for triggers that watch what the workload leaves on disk."""
 
 
 class TriggerParams(StrictConfig):
