@@ -19,18 +19,21 @@ commit record and sizes, and its checksums up to a budget) and this check judges
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
-from chaos.checkpoint.findings import step_of
 
 
 class PointerDurableConfig(CheckConfig):
     pointer: str = "latest"
     """The pointer's file name in the checkpoint directory: a text file naming a checkpoint there, or a symlink."""
+    hash_budget_mb: float = Field(default=256.0, gt=0)
+    """Checksums are read at each move up to this much data; a larger checkpoint is judged by sizes, which is no
+    proof (INCONCLUSIVE): raise it for big checkpoints (the look then takes longer)."""
     max_lag_s: float = Field(default=0.5, gt=0)
     """A move judged more than this long after the previous look (a starved harness) is not proof: the pointer
     may have been ahead of its data for that long and caught up before the look."""
@@ -46,7 +49,9 @@ class PointerDurable(Check, kind="pointer_durable"):
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
         h = outcome.history
         name = self.config.pointer
-        watch = [r for r in h.of("pointer_watch") if r.get("source") == "harness"]
+        # This check's pointer only: an experiment may watch two (latest and last.ckpt), each with its own check.
+        watch = [r for r in h.of("pointer_watch") if r.get("source") == "harness"
+                 and Path(str(r.get("pointer"))).name == name]
         if not watch:
             return self.inconclusive(f"the harness did not watch '{name}' (no pointer_watch record): run under the "
                                      f"chaos runner, which watches the pointer a pointer_durable check names")
@@ -54,7 +59,10 @@ class PointerDurable(Check, kind="pointer_durable"):
         if broken:
             return self.inconclusive(f"the watch of '{name}' stopped: {broken[0].get('error')}; moves after it were "
                                      f"not judged")
-        moves = [r for r in h.of("ckpt_pointer") if r.get("source") == "harness"]
+        if not any(r.get("state") == "end" for r in watch):
+            return self.inconclusive(f"the watch of '{name}' never ended (the harness stopped before its last look): "
+                                     f"moves at the end of the run were not judged")
+        moves = [r for r in h.of("ckpt_pointer") if r.get("source") == "harness" and r.get("pointer") == name]
         if not moves:
             return self.inconclusive(f"'{name}' never moved while the harness watched it (no checkpoint committed, "
                                      f"or the workload keeps no '{name}' in its checkpoint directory: set "
@@ -83,17 +91,42 @@ class PointerDurable(Check, kind="pointer_durable"):
             return self.inconclusive(f"{len(unjudged)} of {len(moves)} moves of '{name}' named a checkpoint the "
                                      f"harness cannot judge at a moment ({unjudged[0].get('target')}: {why})",
                                      **figures)
-        named = {Path(str(m.get("target"))).name for m in moves}
-        unseen = sorted({Path(str(c.get("path"))).name for c in h.of("ckpt_commit")
-                         if c.get("path") and step_of(Path(str(c.get("path")))) is not None}
-                        - named)
+        unhashed = [m for m in moves if not m.get("hashed")]
+        if unhashed:
+            return self.inconclusive(f"{len(unhashed)} of {len(moves)} moves of '{name}' were judged by presence and "
+                                     f"sizes only ({unhashed[0].get('target')}: a DCP .metadata, or over the "
+                                     f"{self.config.hash_budget_mb:g}-MB budget for checksums): a file preallocated "
+                                     f"and not yet written looks the same; raise hash_budget_mb", **figures)
+        unseen = self._unseen(outcome, moves)
         if unseen:
             return self.inconclusive(f"the workload committed {', '.join(unseen[:4])} but '{name}' was never seen "
-                                     f"naming it (two moves inside one poll of the watch, or a pointer that skips "
-                                     f"commits): those moves were not judged", unseen=unseen, **figures)
-        hashed = figures["hashed"]
-        how = ("each with its checksums read" if hashed == len(moves)
-               else f"{hashed} with checksums read, the rest by commit record and sizes")
-        gap = f"; longest gap between looks {figures['max_gap_s']:.3f} s" if figures["max_gap_s"] else ""
-        return self.passed(f"'{name}' moved {len(moves)} time(s), each onto a checkpoint whole at that moment "
-                           f"({how}){gap}", **figures)
+                                     f"naming it after that save began (two moves inside one poll of the watch, or a "
+                                     f"pointer that skips commits): those moves were not judged", unseen=unseen,
+                                     **figures)
+        lag = max((m.get("lag_s") or 0.0 for m in moves), default=0.0)
+        return self.passed(f"'{name}' moved {len(moves)} time(s), each onto a checkpoint whole, checksums read, when "
+                           f"the harness looked (at most {lag:.3f} s after the move; a pointer ahead of its data for "
+                           f"less than that is not seen)", **figures)
+
+    @staticmethod
+    def _unseen(outcome: RunOutcome, moves: list[Any]) -> list[str]:
+        """Committed checkpoints the pointer should have been seen naming, after their save began, and was not. A
+        pointer that is itself a checkpoint (it names itself) answers for its own commits; one that names entries
+        answers for every commit of an entry beside it."""
+        h = outcome.history
+        pointer = str(moves[0].get("pointer"))
+        self_named = all(str(m.get("target")) == pointer for m in moves)
+        root = os.path.realpath(Path(str(moves[0].get("path"))).parent)
+        out: set[str] = set()
+        for commit in h.of("ckpt_commit"):
+            raw = commit.get("path")
+            path = Path(str(raw or ""))
+            if not raw or os.path.realpath(path.parent) != root:
+                continue  # a checkpoint in another directory: no pointer here names it
+            if self_named and path.name != pointer:
+                continue
+            begins = [b.t for b in h.of("ckpt_begin") if b.get("path") == raw and b.t <= commit.t]
+            since = max(begins) if begins else float("-inf")
+            if not any(Path(str(m.get("target"))).name == path.name and m.t >= since for m in moves):
+                out.add(path.name)
+        return sorted(out)

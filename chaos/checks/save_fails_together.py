@@ -33,7 +33,17 @@ from pydantic import Field
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 
 MOVED_ON = ("step", "ckpt_error", "ckpt_commit", "ckpt_begin", "final")
-"""A rank's own records that show it is not stuck in the failed save."""
+"""A rank's own records that can show it is not stuck in the failed save (``_past_the_save`` says which do)."""
+
+
+def _past_the_save(rec: Any, step: int) -> bool:
+    """Whether a rank's record shows the save of ``step`` is over for it: not entering that very save (its own
+    ``ckpt_begin``), not a step at or before it."""
+    if rec.ev == "ckpt_begin":
+        return rec.get("step") != step
+    if rec.ev == "step":
+        return isinstance(rec.get("step"), int) and rec.get("step") > step
+    return True
 
 
 class SaveFailsTogetherConfig(CheckConfig):
@@ -71,6 +81,10 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
         failures = sorted((f for r in stats for f in (r.get("failures") or []) if isinstance(f, dict)
                            and isinstance(f.get("t"), (int, float))), key=lambda f: f["t"])
         figs["failed_ops"] = max([int(r.get("failed_ops") or 0) for r in stats] or [0])
+        if failures and figs["failed_ops"] > len(failures):
+            figs["inconclusive"] = (f"the filesystem's record lists {len(failures)} of {figs['failed_ops']} failed "
+                                    f"writes: the saves the others struck were not judged")
+            return None, figs
         if not failures:
             figs["inconclusive"] = ("the filesystem failed no write while the fault acted (no file the job wrote "
                                     "matched its paths; check the globs against the checkpoint's files)"
@@ -88,61 +102,79 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
             b = before[-1]
             saves.setdefault((str(b.get("attempt")), int(b.get("step") or 0)), f)
         for (attempt, step), first in saves.items():
-            problem, said = self._judge_save(outcome, attempt, step, first, acting_until)
-            if problem is None and said is None:
-                figs["inconclusive"] = (f"no start record for the ranks of attempt {attempt}: which ranks had to move "
-                                        f"on after the step-{step} save failed is unknown")
+            verdict, why = self._judge_save(outcome, attempt, step, first, acting_until)
+            if verdict == "fail":
+                return why, figs
+            if verdict == "inconclusive":
+                figs["inconclusive"] = why
                 return None, figs
-            if problem:
-                return problem, figs
-            figs["saves"].append(said)
+            figs["saves"].append(why)
         return None, figs
 
     def _judge_save(self, outcome: RunOutcome, attempt: str, step: int, first: dict[str, Any],
-                    acting_until: float | None) -> tuple[str | None, str | None]:
+                    acting_until: float | None) -> tuple[str, str]:
+        """("fail" | "inconclusive" | "pass", why) for the save of ``step`` in ``attempt`` that ``first`` struck."""
         h = outcome.history
         t_fail = float(first["t"])
         what = f"the write of {first.get('path')} failed ({first.get('errno')})"
-        ranks = sorted({r.rank for r in h.of("start", attempt=attempt) if isinstance(r.rank, int)})
+        # Every rank the attempt had (its world size, the harness's spawns), not only those that said start.
+        ranks = sorted(r for r in h.attempt_ranks().get(attempt, set()) if isinstance(r, int))
         if not ranks:
-            return None, None
+            return "inconclusive", (f"no rank of attempt {attempt} is known: which ranks had to move on after the "
+                                    f"step-{step} save failed cannot be said")
         exits = {r.get("rank"): r.t for r in h.of("worker_exit", attempt=attempt)
                  if r.get("source") == "harness" and r.t > t_fail}
         slowest: tuple[float, int, str] = (0.0, -1, "")
         for rank in ranks:
-            after = [r for r in h.of(*MOVED_ON, attempt=attempt) if r.rank == rank and r.t > t_fail]
+            after = [r for r in h.of(*MOVED_ON, attempt=attempt) if r.rank == rank and r.t > t_fail
+                     and _past_the_save(r, step)]
             first_sign = min(after, key=lambda r: r.t) if after else None
             t_exit = exits.get(rank)
             candidates = [(first_sign.t - t_fail, first_sign.ev)] if first_sign is not None else []
             if t_exit is not None:
                 candidates.append((t_exit - t_fail, "its process exited"))
             if not candidates:
-                return (f"{what} in the step-{step} save of attempt {attempt}, and rank {rank} never did anything "
-                        f"after it (no step, no ckpt_error, no exit): it hung in the save"), None
+                return "fail", (f"{what} in the step-{step} save of attempt {attempt}, and rank {rank} never did "
+                                f"anything after it (no step past it, no ckpt_error, no exit): it hung in the save")
             delay, how = min(candidates)
             if delay > self.config.max_s:
-                return (f"{what} in the step-{step} save of attempt {attempt}, and rank {rank} did nothing for "
-                        f"{delay:.1f} s (bound {self.config.max_s:g} s; then: {how}): it waited in the save for a "
-                        f"rank that had given up or was handling its error"), None
+                return "fail", (f"{what} in the step-{step} save of attempt {attempt}, and rank {rank} did nothing "
+                                f"for {delay:.1f} s (bound {self.config.max_s:g} s; then: {how}): it waited in the "
+                                f"save for a rank that had given up or was handling its error")
             slowest = max(slowest, (delay, rank, how))
         # The save itself must end too: an asynchronous writer can hang while training steps on.
-        ends = [r.t for r in h.of("ckpt_error", "ckpt_commit", attempt=attempt) if r.get("step") == step and r.t > t_fail]
+        ends = [r.t for r in h.of("ckpt_error", "ckpt_commit", attempt=attempt)
+                if r.get("step") == step and r.t > t_fail]
         ends += [r.t for r in h.of("ckpt_begin", attempt=attempt) if r.t > t_fail and r.get("step") != step]
         if len(exits) == len(ranks):
             ends.append(max(exits.values()))
         if not ends or min(ends) - t_fail > self.config.max_s:
             took = f"{min(ends) - t_fail:.1f} s" if ends else "the rest of the run"
-            return (f"{what} in the step-{step} save of attempt {attempt}, and the save reached no outcome for "
-                    f"{took} (bound {self.config.max_s:g} s: no ckpt_error, no commit, no later save, the attempt "
-                    f"still running): its writer hung"), None
+            return "fail", (f"{what} in the step-{step} save of attempt {attempt}, and the save reached no outcome "
+                            f"for {took} (bound {self.config.max_s:g} s: no ckpt_error, no commit, no later save, the "
+                            f"attempt still running): its writer hung")
         commits = [c for c in h.of("ckpt_commit", attempt=attempt) if c.get("step") == step and c.t > t_fail]
         during = [c for c in commits if acting_until is None or c.t < acting_until]
         if during:
-            return (f"{what} in the step-{step} save of attempt {attempt}, and the save was still committed "
-                    f"{during[0].t - t_fail:.2f} s later while the fault went on failing writes: a checkpoint "
-                    f"without the failed part"), None
+            return "fail", (f"{what} in the step-{step} save of attempt {attempt}, and the save was still "
+                            f"committed {during[0].t - t_fail:.2f} s later while the fault went on failing writes: a "
+                            f"checkpoint without the failed part")
+        if commits:
+            # After the release a retry may have written the part, or rank 0 may have committed without it: only
+            # a sign of the retry (a ckpt_error or a new ckpt_begin of the save) tells.
+            retried = [r for r in h.of("ckpt_error", "ckpt_begin", attempt=attempt)
+                       if r.get("step") == step and t_fail < r.t < commits[0].t]
+            if not retried:
+                return "inconclusive", (f"step {step} of attempt {attempt}: {what}, and the save was committed after "
+                                        f"the fault ended with no sign of a retry (no ckpt_error or new ckpt_begin "
+                                        f"of it): whether the failed part was written again is unknown")
+        stuck = [r for r in h.of("stuck", "timeout") if r.get("source") == "harness" and r.t > t_fail]
+        if stuck:
+            return "inconclusive", (f"step {step} of attempt {attempt}: {what}; every rank moved on, but the run "
+                                    f"was then {stuck[0].ev} ({stuck[0].t - t_fail:.1f} s later): whether the save "
+                                    f"left it hung is unknown")
         ended = ("committed after the fault ended" if commits else
                  "given up (ckpt_error)" if any(e.get("step") == step for e in h.of("ckpt_error", attempt=attempt))
                  else "never committed")
-        return None, (f"step {step} of attempt {attempt}: {what}; every rank moved on within {slowest[0]:.2f} s "
-                      f"(slowest rank {slowest[1]}: {slowest[2]}); the save was {ended}")
+        return "pass", (f"step {step} of attempt {attempt}: {what}; every rank moved on within {slowest[0]:.2f} s "
+                        f"(slowest rank {slowest[1]}: {slowest[2]}); the save was {ended}")

@@ -150,7 +150,11 @@ class PointerWatch:
         self._stop.set()
         self._thread.join()
         self._thread = None
-        self.poll()
+        try:
+            self.poll()
+        except Exception as exc:  # said, never swallowed: the check then has no end of the watch to rely on
+            self._log("pointer_watch", pointer=str(self.pointer), state="error", error=f"{type(exc).__name__}: {exc}")
+            return
         self._log("pointer_watch", pointer=str(self.pointer), state="end", polls=self.polls, moves=self.moves,
                   max_gap_s=round(self._max_gap_s, 4))
 
@@ -202,5 +206,9 @@ def watches_for(checks: list[Any], ckpt_dir: Path, log: Callable[..., Any]) -> l
     """One watch per pointer the experiment's checks name (a check class with ``watches_pointer``)."""
     from chaos.registry import CHECKS
 
-    names = {c.config.pointer for c in checks if getattr(CHECKS.get(c.kind), "watches_pointer", False)}
-    return [PointerWatch(ckpt_dir, log, name) for name in sorted(names)]
+    budgets: dict[str, float] = {}
+    for c in checks:
+        if getattr(CHECKS.get(c.kind), "watches_pointer", False):
+            mb = float(getattr(c.config, "hash_budget_mb", HASH_BUDGET_BYTES / (1 << 20)))
+            budgets[c.config.pointer] = max(mb, budgets.get(c.config.pointer, 0.0))
+    return [PointerWatch(ckpt_dir, log, name, hash_budget_bytes=int(mb * (1 << 20))) for name, mb in sorted(budgets.items())]

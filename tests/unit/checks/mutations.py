@@ -381,6 +381,44 @@ def pointer_judged_late(t: Truth) -> Truth | None:
     return m
 
 
+@operator("pointer_durable", item="36")
+def pointer_judged_by_sizes(t: Truth) -> Truth | None:
+    """A move judged by presence and sizes only (over the budget): a preallocated, unwritten file looks the same."""
+    m = _copy(t)
+    _pointer_moves(m)[0].update(hashed=False)
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_watch_never_ended(t: Truth) -> Truth | None:
+    """The harness stopped before the watch's last look: no end record."""
+    m = _copy(t)
+    _drop(m, [r for r in m.records if r.get("ev") == "pointer_watch" and r.get("state") == "end"])
+    return m
+
+
+@operator("pointer_durable", item="36")
+def another_pointers_moves(t: Truth) -> Truth | None:
+    """The moves seen were another pointer's (last.ckpt), judged whole; 'latest' itself was never watched."""
+    m = _copy(t)
+    for r in m.records:
+        if r.get("ev") == "ckpt_pointer":
+            r["pointer"] = "last.ckpt"
+        if r.get("ev") == "pointer_watch":
+            r["pointer"] = "/ckpt/last.ckpt"
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_seen_only_before_the_save(t: Truth) -> Truth | None:
+    """The last commit's move was seen only before its save began (an earlier attempt's move to the same name)."""
+    m = _copy(t)
+    move = _pointer_moves(m)[-1]
+    begin = next(r for r in m.records if r.get("ev") == "ckpt_begin" and r.get("path") == move.get("path"))
+    move["t"] = begin["t"] - 1.0
+    return m
+
+
 @operator("pointer_durable", PROTOCOL, item="36")
 def forged_pointer_look(t: Truth) -> Truth | None:
     """A move ahead of its data, and a rank writes its own ckpt_pointer (source: harness) saying the target was whole."""

@@ -93,8 +93,11 @@ def test_a_save_committed_while_the_writes_still_failed_fails() -> None:
     lie.append(rec("ckpt_commit", 21.0, 0, step=20, path="/c/step_000020", bytes=10, seconds=0.9))
     r = judge(lie)
     assert r.verdict == "fail" and "still committed" in r.reason, r.reason
-    # The same commit after the fault was released is a retry that may have written everything: not this check's FAIL.
-    assert judge(lie, fault(t_release=20.9)).verdict == "pass"
+    # The same commit after the fault was released: a retry may have written everything, or rank 0 committed without
+    # the part; with no sign of a retry it is not proven either way.
+    assert judge(lie, fault(t_release=20.9)).verdict == "inconclusive"
+    retried = lie + [rec("ckpt_begin", 20.95, 0, step=20, path="/c/step_000020")]
+    assert judge(retried, fault(t_release=20.9)).verdict == "pass"
 
 
 def test_nothing_to_judge_is_inconclusive() -> None:
@@ -104,8 +107,29 @@ def test_nothing_to_judge_is_inconclusive() -> None:
     assert "failed no write" in judge(no_failures).reason
     no_begin = [r for r in truth() if r["ev"] != "ckpt_begin"]
     assert judge(no_begin).verdict == "inconclusive"
-    no_start = [r for r in truth() if r["ev"] != "start"]
-    assert judge(no_start).verdict == "inconclusive"
+    capped = [dict(r, failed_ops=80) if r["ev"] == "slowfs" else r for r in truth()]  # 80 failed, 3 listed
+    assert "lists 3 of 80" in judge(capped).reason
+
+
+def test_entering_the_failed_save_is_not_moving_on() -> None:
+    """Rank 1 logs its own ckpt_begin of the save just after the failure, then hangs in it."""
+    lie = [r for r in truth() if not (r.get("rank") == 1 and r["t"] > 20.2)]
+    lie.append(rec("ckpt_begin", 20.25, 1, step=20, path="/c/step_000020"))
+    r = judge(lie)
+    assert r.verdict == "fail" and "rank 1 never did anything after it" in r.reason, r.reason
+
+
+def test_a_rank_known_only_by_the_world_size_must_move_on_too() -> None:
+    """Rank 1 never sent start (its records lost or relabelled); its peers' world_size says it was there."""
+    lie = [dict(r, world_size=2) if r.get("rank") == 0 else r for r in truth()
+           if not (r.get("rank") == 1)]
+    r = judge(lie)
+    assert r.verdict == "fail" and "rank 1 never did anything" in r.reason, r.reason
+
+
+def test_a_run_stuck_after_everyone_moved_on_is_not_a_pass() -> None:
+    stuck = truth() + [{"ev": "stuck", "t": 35.0, "source": "harness"}]
+    assert judge(stuck).verdict == "inconclusive"
 
 
 def test_a_workload_line_claiming_to_be_the_filesystem_is_not_evidence() -> None:
