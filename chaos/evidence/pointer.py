@@ -8,11 +8,12 @@ stats it every few milliseconds (polling, not inotify: inotify sees nothing on N
 where checkpoints live) and, the moment it names something new, takes a look at what it names:
 
 * a directory with a ``MANIFEST.json`` (the reference workloads' commit record): every listed file
-  present at its listed size and, up to ``hash_budget_bytes`` in all, its checksum;
+  present at its listed size and, up to ``hash_budget_bytes`` in all, its checksum (over the budget: sizes
+  only, ``hashed`` false, which the check does not count as proof);
 * a directory with a DCP ``.metadata`` and no manifest: sealed by its ``.metadata`` (DCP writes it
   last); its shards are not read at that moment (that needs torch); an empty directory is not whole;
 * a single file: a zip archive (``torch.save``) whose central directory and CRCs check out;
-* anything else, or a checkpoint larger than the budget: not judged at that moment (``whole`` None),
+* anything else, or a single file larger than the budget: not judged at that moment (``whole`` None),
   which the check never counts as proof.
 
 Each move is a ``ckpt_pointer`` harness record (``whole``, ``problems``, how long the look took). The
@@ -159,13 +160,7 @@ class PointerWatch:
                   max_gap_s=round(self._max_gap_s, 4))
 
     def _run(self) -> None:
-        last = time.monotonic()
         while not self._stop.wait(self.interval_s):
-            now = time.monotonic()
-            # The longest time between two looks: a stalled filesystem or a starved thread widens the window a
-            # move can hide in, and the record says by how much.
-            self._max_gap_s = max(self._max_gap_s, now - last)
-            last = now
             try:
                 self.poll()
             except Exception as exc:  # never let the watcher die silently: the record says it stopped
@@ -180,6 +175,10 @@ class PointerWatch:
         # The move happened at most this long before this look: the window in which it could hide.
         lag = None if self._last_poll is None else now - self._last_poll
         self._last_poll = now
+        if lag is not None:
+            # The longest time between two looks: a stalled filesystem or a starved thread widens the window a move
+            # can hide in, and the watch's end record says by how much.
+            self._max_gap_s = max(self._max_gap_s, lag)
         ident = _identity(self.pointer)
         if ident is None or ident == self._last:
             return False
@@ -211,4 +210,5 @@ def watches_for(checks: list[Any], ckpt_dir: Path, log: Callable[..., Any]) -> l
         if getattr(CHECKS.get(c.kind), "watches_pointer", False):
             mb = float(getattr(c.config, "hash_budget_mb", HASH_BUDGET_BYTES / (1 << 20)))
             budgets[c.config.pointer] = max(mb, budgets.get(c.config.pointer, 0.0))
-    return [PointerWatch(ckpt_dir, log, name, hash_budget_bytes=int(mb * (1 << 20))) for name, mb in sorted(budgets.items())]
+    return [PointerWatch(ckpt_dir, log, name, hash_budget_bytes=int(mb * (1 << 20)))
+            for name, mb in sorted(budgets.items())]
