@@ -29,6 +29,10 @@ class RestartedInProcessConfig(CheckConfig):
     max_s: float = Field(default=60.0, gt=0, le=24 * 3600)
     """Bound on the restart's latency: from the fault to the step every rank trained again in its own process (on
     gloo: the healthy ranks' collective timeout, which NVRx cannot abort, plus the wrapper's barriers)."""
+    faults: list[str] | None = None
+    """The fault kinds that must each be followed by an in-process restart (every injected fault when unset): a fault
+    that only sets the scene, such as a peer frozen for a few seconds while the judged fault strikes, is left out
+    (and a judged fault's evidence ends where the next judged one struck)."""
 
 
 class RestartedInProcess(Check, kind="restarted_in_process"):
@@ -37,10 +41,12 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
     Config = RestartedInProcessConfig
 
     def evaluate(self, outcome: RunOutcome) -> CheckResult:
-        faults = sorted((f for f in outcome.injected_faults if f.injected and f.t_inject is not None),
-                        key=lambda f: float(f.t_inject or 0.0))
+        kinds = self.config.faults
+        faults = sorted((f for f in outcome.injected_faults if f.injected and f.t_inject is not None
+                         and (kinds is None or f.kind in kinds)), key=lambda f: float(f.t_inject or 0.0))
         if not faults:
-            return self.inconclusive("no fault was injected, so nothing had to restart in process")
+            which = "no fault" if kinds is None else f"no {' or '.join(kinds)} fault"
+            return self.inconclusive(f"{which} was injected, so nothing had to restart in process")
         figures: dict[str, Any] = {}
         for k, fault in enumerate(faults):
             # A fault's evidence ends where the next one struck: a restart after that is the next fault's.

@@ -23,7 +23,7 @@ from chaos.evidence.events import History, Record
 from chaos.evidence.fault_record import FaultRecord
 
 
-KINDS = ("nan", "loss-spike", "bitflip", "oom", "collective-error")
+KINDS = ("nan", "loss-spike", "bitflip", "oom", "collective-error", "nvrx-fault")
 """The faults that act inside the training step (chaos.faults with ``in_step``)."""
 
 

@@ -19,7 +19,9 @@ What each ``where`` does, on the ranks the command names:
 - ``forward``: the outermost forward raises (an out-of-memory error, as CUDA's allocator raises it);
 - ``allocate``: the outermost forward allocates host memory (under the memory limit the harness set,
   the kernel's OOM killer ends the rank);
-- ``allreduce``: DDP's gradient all-reduce fails or never completes on this rank (chaos.instep.comm).
+- ``allreduce``: DDP's gradient all-reduce fails or never completes on this rank (chaos.instep.comm);
+- ``nvrx``: NVIDIA Resiliency Extension's own injector fires its fault (chaos.faults.nvrx_fault) ``delay_s``
+  after the step boundary, from its own thread.
 """
 
 from __future__ import annotations
@@ -128,6 +130,8 @@ class Runtime:
                 if index not in self.armed and (cmd.steps is None or applied(self.folder, index, self.rank) < cmd.steps):
                     self._arm(cmd)
         for cmd in list(self.armed.values()):
+            if cmd.where == "nvrx":
+                self._fire_nvrx(cmd)
             if cmd.where in ("param", "optimizer_state") and self._acted_at.get(cmd.index) != self._steps:
                 self._acted_at[cmd.index] = self._steps
                 self._act_on_tensor(cmd, grad=False)
@@ -185,6 +189,16 @@ class Runtime:
         sdk.emit("instep", fault=cmd.index, kind=cmd.kind, where=cmd.where, step=self.step_now(), **extra)
         if cmd.steps is not None and applied(self.folder, cmd.index, self.rank) >= cmd.steps:
             self._disarm(cmd.index)
+
+    def _fire_nvrx(self, cmd: Command) -> None:
+        """Hand the fault to NVIDIA Resiliency Extension's own injector (chaos.faults.nvrx_fault): its thread acts
+        ``delay_s`` later wherever the main thread is. Evidenced first: a SIGKILL or segfault leaves no chance after."""
+        from nvidia_resiliency_ext.inprocess.tools import inject_fault as nvrx
+
+        kind = nvrx.Fault[str(cmd.params["fault"])]
+        delay = float(cmd.params.get("delay_s", 0.05))
+        self._landed(cmd, nvrx_fault=kind.name, delay_s=delay)
+        nvrx.dispatch_fault_injection(kind, delay, None)
 
     def _before_forward(self, module: torch.nn.Module, args: Any) -> None:
         depth = getattr(self._depth, "n", 0)

@@ -54,9 +54,13 @@ def job(restart: float = 9.0, node: str = "h") -> tuple[list[dict[str, Any]], li
     return recs, [fault]
 
 
-def verdict(records: list[dict[str, Any]], faults: list[FaultRecord], align: bool = False, **config: Any) -> Any:
-    """The check's verdict on the history (aligned to the harness's rounds with ``align``, as a real run's is)."""
+def verdict(records: list[dict[str, Any]], faults: list[FaultRecord], align: bool = False,
+            judged: list[str] | None = None, **config: Any) -> Any:
+    """The check's verdict on the history (aligned to the harness's rounds with ``align``, as a real run's is);
+    ``judged``: the check's own ``faults`` setting (the fault kinds it judges)."""
     cls = CHECKS.get("restarted_in_process")
+    if judged is not None:
+        config["faults"] = judged
     h = History([dict(r) for r in records])
     if align:
         h.align_attempts()

@@ -107,3 +107,34 @@ def test_no_fault_or_no_attempt_is_inconclusive() -> None:
     early = [r for r in recs if r["t"] > FAULT_T or r.get("source") == "harness"]
     assert verdict(early, faults).verdict == "inconclusive"
     assert verdict([], job()[1]).verdict == "inconclusive"
+
+
+def _with_a_scene_setting_fault() -> tuple[list[dict[str, Any]], list[Any]]:
+    """The truth with a peer frozen (hang-rank, injected 0.1 s before the judged fault) that needs no restart."""
+    from chaos.checks.base import FaultRecord
+
+    recs, faults = job()
+    scene = FaultRecord(1, "hang-rank", "hang-rank#1", FAULT_T - 0.1, {"attempt": "0.0", "ranks": [0]})
+    return recs, [scene, *faults]
+
+
+def test_a_fault_that_only_sets_the_scene_is_left_out_when_the_judged_kinds_are_named() -> None:
+    recs, faults = _with_a_scene_setting_fault()
+    # Unnamed, every fault is judged: the frozen peer's evidence ends where the judged fault struck, with no restart.
+    unnamed = verdict(recs, faults)
+    assert unnamed.verdict == "fail" and unnamed.reason.startswith("hang-rank#1"), unnamed.reason
+    named = verdict(recs, faults, judged=["collective-error"])
+    assert named.verdict == "pass" and "hang-rank" not in named.figures, named.reason
+
+
+def test_the_judged_kind_still_needs_its_restart() -> None:
+    recs, faults = _with_a_scene_setting_fault()
+    lie = [r for r in recs if not (r["ev"] == "inprocess_restart" and r["rank"] == 1)]
+    result = verdict(lie, faults, judged=["collective-error"])
+    assert result.verdict == "fail" and "collective-error#0" in result.reason, result.reason
+
+
+def test_no_fault_of_the_judged_kinds_is_inconclusive() -> None:
+    recs, faults = _with_a_scene_setting_fault()
+    result = verdict(recs, faults, judged=["nvrx-fault"])
+    assert result.verdict == "inconclusive" and "no nvrx-fault fault" in result.reason, result.reason

@@ -16,15 +16,6 @@ from chaos.instep import rank as instep_rank
 from chaos.instep.command import Command, applied, read_all, write
 
 
-@pytest.fixture
-def events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    folder = tmp_path / "events"
-    monkeypatch.setenv(sdk.EVENTS_DIR_ENV, str(folder))
-    monkeypatch.setattr(sdk, "_writer", None, raising=False)
-    monkeypatch.setattr(sdk, "_last_step", [None])
-    yield folder
-
-
 def instep_events(folder: Path) -> list[dict[str, Any]]:
     return [r for f in sorted(folder.glob("*.jsonl")) for r in map(json.loads, f.read_text().splitlines())
             if r["ev"] == "instep"]
