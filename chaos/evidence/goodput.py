@@ -8,21 +8,21 @@ step that a restore threw away; checkpoint saves are carved out of the steps the
 part of a step beyond ``SLOW_FACTOR`` times the run's median step is *slow*.
 
 Badput between two attempts is charged to the fault that ended the first one (the last fault
-injected before the job noticed), so each fault category gets its own bill.
+injected before the job noticed), so each fault category gets its own bill. A drop-replica job
+(torchft's replica groups, whose recovery stops no world) is split on the quorum's timeline instead
+(chaos.evidence.goodput_replicas).
 """
 
 from __future__ import annotations
 
 import bisect
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.evidence.events import History, Record, attempt_key
 from chaos.evidence.fault_record import FaultRecord
-
-SLOW_FACTOR = 1.5
-"""A step slower than this many times the median step pays the excess as 'slow' badput."""
+from chaos.evidence.goodput_replicas import compute_replica_goodput, is_replica_job
+from chaos.evidence.segments import SLOW_FACTOR, Segment, median_step
 
 CAUSES = ("productive", "slow", "recompute", "ckpt_save", "startup", "detection", "restart", "ckpt_load",
           "shutdown", "unrecovered")
@@ -34,26 +34,15 @@ HOW = {
                  "for an asynchronous save (ckpt_staged), only its staging: its write overlapped training",
     "startup": "launch to every rank of the first attempt sending start",
     "detection": "the last step before an attempt stopped to the first sign the job noticed (worker exit, health "
-                 "event, a new worker): a dead or hung job before anyone acted",
-    "restart": "that sign to every rank of the next attempt sending start (restart, rendezvous, process start)",
-    "ckpt_load": "every rank started to the last ckpt_load of that attempt",
+                 "event, a new worker): a dead or hung job before anyone acted; in a drop-replica job (torchft), the "
+                 "survivors' pause after a fault, until the quorum went on without the lost group",
+    "restart": "that sign to every rank of the next attempt sending start (restart, rendezvous, process start); in a "
+               "drop-replica job, only from the moment no replica group was left running to the quorum's next step",
+    "ckpt_load": "every rank started to the last ckpt_load of that attempt; in a drop-replica job, the survivors' "
+                 "pause while a returning group healed from them",
     "shutdown": "the last step of a finished run to the harness seeing the job exit (final save, digest, teardown)",
     "unrecovered": "the last step of a run that did not finish to its end (timeout, stop rule, crash)",
 }
-
-
-@dataclass
-class Segment:
-    t0: float
-    t1: float
-    cause: str
-    attempt: str | None = None
-    fault: str | None = None
-    """The fault this badput is charged to (its label), when one caused it."""
-
-    @property
-    def seconds(self) -> float:
-        return max(0.0, self.t1 - self.t0)
 
 
 @dataclass
@@ -171,7 +160,31 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
     T0 = launches[0]["t"] if launches else launched
     T1 = exits[-1]["t"] if exits else now
     finished = bool(history.finals()) and bool(exits) and exits[-1].get("code") == 0
-    injected = sorted((f for f in (faults or []) if f.injected and f.t_inject is not None), key=lambda f: f.t_inject)
+    if is_replica_job(history):
+        segments, steps_seen = compute_replica_goodput(history, faults or [], T0, T1, finished)
+    else:
+        segments, steps_seen = _attempts_in_turn(history, faults or [], T0, T1, finished)
+    if not steps_seen:
+        problems.append("no step events: nothing to call productive (does the workload speak the protocol, or "
+                        "set workload.step_regex?)")
+    segments = _carve_saves(segments, history)
+    median = median_step(segments)
+    if median is not None:
+        segments = _split_slow(segments, median)
+    seconds = {c: 0.0 for c in CAUSES}
+    by_fault: dict[str, dict[str, float]] = {}
+    for s in segments:
+        seconds[s.cause] += s.seconds
+        if s.fault is not None:
+            bill = by_fault.setdefault(s.fault, {})
+            bill[s.cause] = bill.get(s.cause, 0.0) + s.seconds
+    return Goodput(T1 - T0, seconds, segments, by_fault, median, problems)
+
+
+def _attempts_in_turn(history: History, faults: list[FaultRecord], T0: float, T1: float,
+                      finished: bool) -> tuple[list[Segment], bool]:
+    """(segments, steps_seen) of a job whose attempts follow one another (a restart stops the world)."""
+    injected = sorted((f for f in faults if f.injected and f.t_inject is not None), key=lambda f: f.t_inject)
     by_attempt, signs = _index(history)
     sign_times = [r["t"] for r in signs]
     segments: list[Segment] = []
@@ -228,21 +241,7 @@ def compute_goodput(history: History, faults: list[FaultRecord] | None = None, *
                 if cursor > began:
                     step_began = began
     add(T1, "shutdown" if finished else "unrecovered", attempts[-1] if attempts else None)
-    if not steps_seen:
-        problems.append("no step events: nothing to call productive (does the workload speak the protocol, or "
-                        "set workload.step_regex?)")
-    segments = _carve_saves(segments, history)
-    median = _median_step(segments)
-    if median is not None:
-        segments = _split_slow(segments, median)
-    seconds = {c: 0.0 for c in CAUSES}
-    by_fault: dict[str, dict[str, float]] = {}
-    for s in segments:
-        seconds[s.cause] += s.seconds
-        if s.fault is not None:
-            bill = by_fault.setdefault(s.fault, {})
-            bill[s.cause] = bill.get(s.cause, 0.0) + s.seconds
-    return Goodput(T1 - T0, seconds, segments, by_fault, median, problems)
+    return segments, steps_seen
 
 
 def save_windows(history: History, *, committed_only: bool = False) -> dict[tuple[str, Any], tuple[float, float]]:
@@ -322,15 +321,6 @@ def _carve_saves(segments: list[Segment], history: History) -> list[Segment]:
         if s.t1 > pos:
             out.append(Segment(pos, s.t1, s.cause, s.attempt, s.fault))
     return out
-
-
-def _step_spans(segments: list[Segment]) -> list[float]:
-    return [s.seconds for s in segments if s.cause in ("productive", "recompute")]
-
-
-def _median_step(segments: list[Segment]) -> float | None:
-    spans = _step_spans(segments)
-    return statistics.median(spans) if len(spans) >= 5 else None
 
 
 def _split_slow(segments: list[Segment], median: float) -> list[Segment]:

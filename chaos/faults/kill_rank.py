@@ -48,6 +48,12 @@ def current_workers(run: RunContext, node: str | None = None) -> list[Worker]:
     workers = [w for w in live if node is None or w.node == node]
     if not workers:
         return []
+    if getattr(run.target, "independent_worlds", False):
+        # Each node's own newest (torchft: replica group 1's relaunch is not a new round of group 0's world).
+        newest_of: dict[str | None, int] = {}
+        for w in workers:
+            newest_of[w.node] = max(newest_of.get(w.node, 0), w.generation)
+        return sorted((w for w in workers if w.generation == newest_of[w.node]), key=lambda w: (w.node or "", w.rank or 0))
     # The newest round the harness saw: restart counts differ between the nodes of one round.
     newest = max(w.generation for w in workers)
     return sorted((w for w in workers if w.generation == newest), key=lambda w: (w.rank or 0))

@@ -78,7 +78,7 @@ class Progress:
     """Every workload and harness record so far, time-ordered: what the checks judge at the end."""
     max_step: int = 0
     """Highest optimizer step any rank reported (or the output showed), over all attempts."""
-    joined: dict[str, set[int | None]] = field(default_factory=dict)
+    joined: dict[str, set[tuple[int | None, int | None]]] = field(default_factory=dict)
     """Attempt -> the ranks that sent ``start`` or a ``step`` in it (joined the process group)."""
     speaks: bool = False
     """Some rank was seen to speak the event protocol (``hello`` at SDK import, ``start`` or ``step``):
@@ -112,7 +112,9 @@ class Progress:
             if ev in ("start", "step"):
                 # A step needs the process group as much as start does: a script that reports steps
                 # without start has joined, and must not be named stuck for the start it never sends.
-                self.joined.setdefault(str(rec.get("attempt")), set()).add(rec.get("rank"))
+                # Keyed by replica group too: torchft's groups are worlds of their own whose ranks repeat
+                # (each has a rank 0), and the harness counts an attempt's members by (node, rank).
+                self.joined.setdefault(str(rec.get("attempt")), set()).add((rec.get("replica_group"), rec.get("rank")))
             if ev in ("hello", "start", "step"):
                 self.speaks = True
         if new and now_s is not None:

@@ -151,6 +151,8 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
                 template["device"] = rng.randrange(max(1, nproc_per_node))
             if "node" in default.draws:
                 template["node"] = rng.randrange(1, nodes) if nodes > 1 else 0
+            if "group" in default.draws:  # a torchft replica group, by its node's name
+                template["node"] = f"rg{rng.randrange(max(1, nodes))}"
             if "rank" in default.draws:
                 alive = min_nodes if elastic and min_nodes else nodes
                 template["rank"] = rng.randrange(max(1, nproc_per_node * alive))

@@ -180,7 +180,8 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
     faults = [_validate_fault(i, f, col) for i, f in enumerate(raw_faults)]
     schedule: list[Scheduled] = []
     if top.gameday is not None and target_kind:
-        nodes = getattr(target_cfg, "nodes", 1)
+        # A torchft job's nodes are its replica groups (rg0, rg1, ...).
+        nodes = getattr(target_cfg, "nodes", None) or getattr(target_cfg, "replica_groups", 1)
         nodes = nodes if isinstance(nodes, int) else 1
         min_nodes = getattr(target_cfg, "min_nodes", None)
         schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,

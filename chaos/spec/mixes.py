@@ -89,7 +89,7 @@ class Play:
     why: str
     draws: tuple[str, ...] = field(default=())
     """Fields drawn per fault from the seed: 'device' (a GPU slot), 'node' (a node other than the rendezvous host),
-    'rank' (a global rank of the job)."""
+    'rank' (a global rank of the job), 'group' (a torchft replica group, as its node ``rg<k>``)."""
 
 
 _NODES = ("netns", "docker", "slurm")
@@ -151,6 +151,13 @@ def play(category: str, target_kind: str, *, elastic: bool = False) -> Play:
                     "same hung collective (set the workload's process-group timeout below 20 s)")
     if category == "software":
         return Play({"kind": "kill-rank", "rank": "random", "signal": "SIGABRT"}, "a crash of one rank (SIGABRT)")
+    if target_kind == "torchft" and category in ("maintenance", "host"):
+        # A replica group is a host (or a set of hosts) of its own: losing one takes that group down, not the job.
+        signal, what = (("SIGTERM", "the host is taken down for maintenance (SIGTERM)") if category == "maintenance"
+                        else ("SIGKILL", "a host part (SSD, power, CPU, memory) fails"))
+        return Play({"kind": "kill-rank", "rank": "all", "signal": signal},
+                    f"{what}: every rank of one replica group dies; the other groups train on without it, and its "
+                    f"torchrun restarts it to heal from a live peer", draws=("group",))
     if category == "maintenance":
         if target_kind == "slurm":
             return Play({"kind": "preempt", "grace_s": 15}, "the scheduler takes the node: SIGTERM, grace, requeue")

@@ -24,6 +24,9 @@ class Target(Plugin):
 
     registry = TARGETS
     Config: ClassVar[type[TargetConfig]] = TargetConfig
+    independent_worlds: ClassVar[bool] = False
+    """Each node runs a torchrun world of its own (torchft's replica groups): a restart on one node is that node's
+    own, not a new round of the whole job, so the live workers are the newest of each node, not the newest of all."""
 
     def __init__(self, config: TargetConfig) -> None:
         self.config = config

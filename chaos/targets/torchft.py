@@ -68,6 +68,7 @@ class Torchft(Target, kind="torchft"):
     """torchft replica groups on this host (one torchrun job each) and the lighthouse that forms their quorum."""
 
     Config = TorchftConfig
+    independent_worlds = True
 
     def __init__(self, config: TorchftConfig) -> None:
         super().__init__(config)

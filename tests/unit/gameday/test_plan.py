@@ -127,3 +127,25 @@ def test_an_elastic_jobs_drawn_rank_exists_after_it_lost_nodes() -> None:
              for s in draw(plan(gpus=16384, span_days=10), seed, "netns", nproc_per_node=2, nodes=2)
              if s.cause == "Silent Data Corruption"}
     assert ranks == {0, 1, 2, 3}
+
+
+def test_a_torchft_host_loss_takes_one_replica_group_down_not_the_job() -> None:
+    """On torchft a host is a replica group's: maintenance and host faults kill every rank of one drawn group (its
+    node rg<k>), and over seeds each group is drawn; the other categories strike one process, as on one machine."""
+    for category, signal in (("maintenance", "SIGTERM"), ("host", "SIGKILL")):
+        played = play(category, "torchft")
+        assert played.fault == {"kind": "kill-rank", "rank": "all", "signal": signal} and played.draws == ("group",)
+    groups = {s.fault["node"] for seed in range(30)
+              for s in draw(plan(gpus=16384, span_days=10), seed, "torchft", nproc_per_node=1, nodes=3)
+              if s.category in ("maintenance", "host")}
+    assert groups == {"rg0", "rg1", "rg2"}
+    assert play("gpu", "torchft").fault == {"kind": "kill-rank", "rank": "random", "signal": "SIGKILL"}
+
+
+def test_a_torchft_plan_draws_over_its_replica_groups(tmp_path: Path) -> None:
+    exp = tmp_path / "gd.yaml"
+    exp.write_text("name: gd\nworkload: {script: workloads/torchft_ddp.py, nproc_per_node: 1}\n"
+                   "target: {kind: torchft, replica_groups: 3}\n"
+                   "gameday: {mix: llama3-405b, gpus: 16384, span_days: 20, window_s: 60}\nseed: 1\n")
+    nodes = {s.fault.get("node") for s in load_experiment(exp).schedule if s.category in ("maintenance", "host")}
+    assert nodes and nodes <= {"rg0", "rg1", "rg2"} and len(nodes) > 1

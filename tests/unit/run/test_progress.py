@@ -14,7 +14,7 @@ def test_fold_keeps_one_history_and_the_facts_triggers_read() -> None:
     seen = ev("step", 3.0, step=9, source="output", attempt="0.0")  # logged by the harness as it saw it
     new = p.fold([ev("start", 1.0, attempt="0.0", rank=0), ev("step", 2.0, step=4, attempt="0.0", rank=0)],
                  [ev("worker_spawn", 0.5, source="harness"), seen], [seen])
-    assert p.max_step == 9 and p.joined == {"0.0": {0}}
+    assert p.max_step == 9 and p.joined == {"0.0": {(None, 0)}}
     assert [r["ev"] for r in new] == ["start", "step", "step"]  # the triggers see the seen step too
     # The history holds each record once, in time order: the seen step came in through the log only.
     assert [(r["ev"], r["t"]) for r in p.history.records] == [
@@ -38,6 +38,21 @@ def test_an_attempt_is_named_stuck_once_after_the_join_timeout_and_only_while_ra
     assert p.newly_stuck(now_s=9.0, join_timeout_s=3) == [] and p.still_stuck
     p.fold([ev("start", 9.5, attempt="0.0", rank=1)], [], [])
     assert not p.still_stuck
+
+
+def test_replica_groups_whose_ranks_repeat_are_each_counted_as_joined() -> None:
+    """torchft: two replica groups, each a world with its own rank 0, are one attempt's two members for the harness
+    (nodes rg0 and rg1); both started, nothing is stuck however long the run goes on."""
+    p = Progress()
+    p.spawn("0.0", 0.0, {("rg0", 0), ("rg1", 0)})
+    p.fold([ev("start", 1.0, attempt="0.0", rank=0, replica_group=0),
+            ev("start", 1.1, attempt="0.0", rank=0, replica_group=1)], [], [])
+    assert p.newly_stuck(now_s=100.0, join_timeout_s=3) == [] and not p.still_stuck
+    q = Progress()  # only one group started: the other is missing
+    q.spawn("0.0", 0.0, {("rg0", 0), ("rg1", 0)})
+    q.fold([ev("start", 1.0, attempt="0.0", rank=0, replica_group=0)], [], [])
+    [stuck] = q.newly_stuck(now_s=3.1, join_timeout_s=3)
+    assert stuck.joined == 1 and stuck.world_size == 2
 
 
 def test_a_script_that_never_speaks_the_protocol_is_never_called_stuck() -> None:
