@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from chaos.evidence.events import History
@@ -99,3 +101,96 @@ def test_a_job_of_one_world_is_not_split_as_replica_groups() -> None:
     records, _ = job()
     plain = [{k: v for k, v in r.items() if k not in ("replica_group", "node")} for r in records]
     assert not is_replica_job(History(plain))
+
+
+# Lies and odd histories an adversarial review built (each once made the split wrong); the truth is job() above.
+
+def _split(records: list[dict], faults: list[FaultRecord]) -> Any:
+    split = compute_goodput(History(records), faults)
+    assert sum(split.seconds.values()) == pytest.approx(split.wall_s), "the parts must add up to the wall time"
+    return split
+
+
+def test_a_short_run_that_stopped_the_world_is_not_productive() -> None:
+    """Fewer steps than a median needs: the 56-s outage of every group is a restart, not 'productive'."""
+    records = [harness("launch", 0.0), harness("worker_spawn", 0.5, worker_pid=10, node="rg0"),
+               harness("worker_spawn", 0.5, worker_pid=11, node="rg1"), rec("start", 1.0, 0, 10), rec("start", 1.0, 1, 11),
+               rec("step", 2.0, 0, 10, step=1), rec("step", 3.0, 0, 10, step=2),
+               harness("worker_exit", 3.5, worker_pid=10, node="rg0"), harness("worker_exit", 3.5, worker_pid=11, node="rg1"),
+               harness("worker_spawn", 60.0, worker_pid=20, node="rg0"), rec("step", 63.0, 0, 20, step=3),
+               rec("step", 64.0, 0, 20, step=4), rec("final", 64.5, 0, 20, step=4), harness("exit", 65.0, code=0)]
+    split = _split(records, [FaultRecord(index=0, kind="replica-down", label="rd#0", t_inject=3.4)])
+    assert split.by_fault == {"rd#0": {"detection": pytest.approx(0.1), "restart": pytest.approx(59.5)}}
+    assert split.goodput == pytest.approx(3.4 / 65)  # steps 1, 2, 4 and 0.4 s of step 3 before the fault
+
+
+def test_records_outside_launch_and_exit_count_for_nothing() -> None:
+    stale = [rec("step", -100.0 + i, 0, 10, step=i + 1) for i in range(100)]  # an older run's steps, same pid
+    records = stale + [harness("launch", 0.0), harness("worker_spawn", 1.0, worker_pid=10, node="rg0"),
+                       rec("start", 2.0, 0, 10), harness("exit", 50.0, code=1), rec("step", 55.0, 0, 10, step=101)]
+    split = _split(records, [])
+    assert split.seconds["productive"] == 0.0 and split.problems
+
+
+def test_every_group_gone_inside_the_step_is_a_restart_from_then() -> None:
+    records, fault = job(whole_job_down=True)
+    records = [dict(r, t=10.4) if r.get("ev") == "worker_exit" and r.get("worker_pid") == 10 else r for r in records]
+    split = _split(sorted(records, key=lambda r: r["t"]), [fault])
+    # Step 8 at 10; rg1 killed at 10.2 (the fault), rg0 gone at 10.4: 0.4 s of step, then a restart to step 9 at 13.
+    assert split.by_fault["kill-rank#0"]["restart"] == pytest.approx(2.6)
+    assert "detection" not in split.by_fault["kill-rank#0"]
+
+
+def test_a_stop_of_the_world_with_no_fault_is_still_a_restart_and_an_old_fault_is_not_charged() -> None:
+    records, fault = job()
+    cut = 23.9  # both groups' processes exit long after the fault and its recovery; they come back 10 s later
+    kept = [r for r in records if not (r["ev"] in ("step", "final", "exit") and r["t"] > cut)]
+    moved = [dict(r, t=r["t"] + 10.0) for r in records if r["ev"] in ("step", "final", "exit") and r["t"] > cut]
+    extra = [harness("worker_exit", cut, worker_pid=10, node="rg0"), harness("worker_exit", cut, worker_pid=12, node="rg1"),
+             harness("worker_spawn", cut + 0.6, worker_pid=10, node="rg0"),
+             harness("worker_spawn", cut + 0.6, worker_pid=12, node="rg1")]
+    split = _split(sorted(kept + extra + moved, key=lambda r: r["t"]), [fault])
+    assert split.seconds["restart"] > 9.0
+    assert "restart" not in split.by_fault.get("kill-rank#0", {}), split.by_fault
+
+
+def test_the_first_fault_of_a_pause_owns_it_not_one_that_came_later() -> None:
+    records, fault = job()
+    later = FaultRecord(index=1, kind="network-degrade", label="network-degrade#1", t_inject=12.9)
+    split = _split(records, [fault, later])
+    assert split.by_fault["kill-rank#0"]["detection"] == pytest.approx(1.5)
+    assert "network-degrade#1" not in split.by_fault
+
+
+def test_without_the_harness_view_of_the_workers_no_restart_is_claimed() -> None:
+    records, fault = job()
+    workload_only = [r for r in records if r["ev"] not in ("worker_spawn", "worker_exit")]
+    split = _split(workload_only, [fault])
+    assert split.by_fault == {"kill-rank#0": {"detection": pytest.approx(1.5), "ckpt_load": pytest.approx(0.3)}}
+
+
+def test_steps_from_a_process_the_harness_never_saw_count_for_nothing() -> None:
+    records, fault = job()
+    forged = [rec("step", 11.0 + k, 0, 999, step=9 + k) for k in range(2)]  # a stranger fills the survivors' pause
+    split = _split(sorted(records + forged, key=lambda r: r["t"]), [fault])
+    assert split.by_fault["kill-rank#0"]["detection"] == pytest.approx(1.5)
+
+
+def test_a_job_whose_harness_saw_no_replica_group_is_not_split_as_one_whatever_its_steps_say() -> None:
+    records, _ = job()
+    plain = [dict(r, node="node0") if r["ev"] == "worker_spawn" else r for r in records]  # steps keep replica_group
+    assert not is_replica_job(History(plain))
+
+
+def test_a_group_that_trains_on_alone_after_the_quorum_finished_redid_work() -> None:
+    """The late joiner: the quorum finished at step 25; rg1 came back with no live peer and trained steps 1-5 again
+    from its own weights. That time is recompute (charged to the fault that took rg1 down), not shutdown."""
+    records, fault = job()
+    last = max(r["t"] for r in records if r["ev"] == "step")
+    body = [r for r in records if r["ev"] not in ("final", "exit")]
+    again = [rec("step", last + k, 1, 12, attempt="0.1", step=k) for k in range(1, 6)]
+    records = body + again + [rec("final", last + 5.5, 1, 12, attempt="0.1", step=5, digest="e"),
+                              harness("exit", last + 6.0, code=0)]
+    split = _split(records, [fault])
+    assert split.by_fault["kill-rank#0"]["recompute"] == pytest.approx(5.0, abs=0.05)
+    assert split.seconds["shutdown"] == pytest.approx(1.0)
