@@ -79,7 +79,8 @@ class Progress:
     max_step: int = 0
     """Highest optimizer step any rank reported (or the output showed), over all attempts."""
     joined: dict[str, set[tuple[int | None, int | None]]] = field(default_factory=dict)
-    """Attempt -> the ranks that sent ``start`` or a ``step`` in it (joined the process group)."""
+    """Attempt -> the (replica group, rank) of each rank that sent ``start`` or a ``step`` in it (joined the process
+    group); the group is None outside a drop-replica job."""
     speaks: bool = False
     """Some rank was seen to speak the event protocol (``hello`` at SDK import, ``start`` or ``step``):
     from then on an attempt's silence before ``start`` means it is stuck, not that it cannot say."""

@@ -67,6 +67,7 @@ class TargetHandle(Protocol):
     kind: ClassVar[str]
     nodes: list[Node]
     remote_workers: ClassVar[bool]
+    independent_worlds: ClassVar[bool]
 
     @property
     def node_count(self) -> int: ...

@@ -17,3 +17,4 @@ def events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setattr(sdk, "_writer", None, raising=False)
     monkeypatch.setattr(sdk, "_last_step", [None])
     yield folder
+

@@ -4,18 +4,15 @@ as soon as torch's optimizers are imported, without hiding another sitecustomize
 from __future__ import annotations
 
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
 
 from chaos.faults.nan import Nan, NanConfig
 from chaos.instep.command import DIR_ENV, read_all
-from chaos.runtime.context import HarnessLog, RunContext
+from chaos.runtime.context import RunContext
 from chaos.runtime.launch import INSTEP_BOOTSTRAP, PACKAGE_ROOT, workload_env
-from chaos.runtime.ledger import Ledger
-from chaos.runtime.shell import Shell
-from chaos.spec.load import load_experiment
+from instep_runs import run_with
 
 PROBE = ("import sys, torch.optim; from chaos.instep import rank; r = rank._runtime; "
          "print(r is not None and r.rank, 'chaos.instep.rank' in sys.modules)")
@@ -44,13 +41,7 @@ def test_without_an_armed_run_nothing_is_installed(tmp_path: Path) -> None:
 
 
 def _run(tmp_path: Path) -> RunContext:
-    exp_file = tmp_path / "x.yaml"
-    exp_file.write_text("name: x\nworkload: {command: [python, train.py], nproc_per_node: 2}\n"
-                        "faults: [{kind: nan, rank: 1, trigger: {at_step: 5}}]\n")
-    (tmp_path / "run").mkdir()
-    log = HarnessLog(tmp_path / "harness.jsonl")
-    return RunContext(experiment=load_experiment(exp_file), run_dir=tmp_path / "run", ckpt_dir=tmp_path / "ckpt",
-                      ledger=Ledger(tmp_path / "run"), shell=Shell(log), log=log, rng=random.Random(0))
+    return run_with(tmp_path, "{kind: nan, rank: 1, trigger: {at_step: 5}}")
 
 
 def test_only_a_run_that_arms_an_in_step_fault_puts_the_bootstrap_on_the_ranks_path(tmp_path: Path) -> None:

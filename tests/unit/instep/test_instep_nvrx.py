@@ -7,7 +7,6 @@ that end or interrupt the process, a recorder registered for that kind through N
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -19,10 +18,8 @@ from test_instep_rank import Job, instep_events
 from chaos.errors import CapabilityError
 from chaos.faults.nvrx_fault import NvrxFault, NvrxFaultConfig
 from chaos.instep.command import applied, write
-from chaos.runtime.context import HarnessLog, RunContext
-from chaos.runtime.ledger import Ledger
-from chaos.runtime.shell import Shell
-from chaos.spec.load import load_experiment
+from chaos.runtime.context import RunContext
+from instep_runs import run_with
 
 nvrx = pytest.importorskip("nvidia_resiliency_ext.inprocess.tools.inject_fault",
                            reason="the nvrx extra is not installed: pip install -e '.[nvrx]' (scripts/setup.sh does)")
@@ -84,13 +81,7 @@ def test_another_ranks_fault_is_not_fired_here(job: Job, events: Path, tmp_path:
 
 
 def _run(tmp_path: Path) -> RunContext:
-    exp_file = tmp_path / "x.yaml"
-    exp_file.write_text("name: x\nworkload: {command: [python, train.py], nproc_per_node: 2}\n"
-                        "faults: [{kind: nvrx-fault, fault: ASYNC_EXC, rank: 1, trigger: {at_step: 5}}]\n")
-    (tmp_path / "run").mkdir()
-    log = HarnessLog(tmp_path / "harness.jsonl")
-    return RunContext(experiment=load_experiment(exp_file), run_dir=tmp_path / "run", ckpt_dir=tmp_path / "ckpt",
-                      ledger=Ledger(tmp_path / "run"), shell=Shell(log), log=log, rng=random.Random(0))
+    return run_with(tmp_path, "{kind: nvrx-fault, fault: ASYNC_EXC, rank: 1, trigger: {at_step: 5}}")
 
 
 def test_without_nvrx_the_fault_is_refused_before_launch_saying_how_to_install_it(
