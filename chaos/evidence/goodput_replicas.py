@@ -34,6 +34,8 @@ from chaos.evidence.fault_record import FaultRecord
 from chaos.evidence.segments import SLOW_FACTOR, Segment, median_step
 
 NODE = re.compile(r"^rg(\d+)$")
+"""The torchft target's node names (chaos.evidence.replica_groups has the same: importing it from there would make
+an import circle through chaos.evidence.outcome)."""
 
 
 def _spawns(history: History) -> list[Record]:
@@ -93,7 +95,8 @@ def compute_replica_goodput(history: History, faults: list[FaultRecord], T0: flo
                             finished: bool) -> tuple[list[Segment], bool]:
     """(segments, steps_seen) of [T0, T1] for a drop-replica job, before saves are carved out and slow steps split
     (chaos.evidence.goodput does both, as for any job)."""
-    spawned = {r["worker_pid"] for r in _spawns(history)}
+    spawns = _spawns(history)
+    spawned = {r["worker_pid"] for r in spawns}
     steps = sorted((r for r in history.of("step") if isinstance(r.get("step"), int) and T0 <= r.t <= T1
                     and (not spawned or r.get("pid") in spawned)), key=lambda r: r.t)
     new: list[Record] = []
@@ -102,7 +105,7 @@ def compute_replica_goodput(history: History, faults: list[FaultRecord], T0: flo
             new.append(r)
     injected = sorted((f for f in faults if f.injected and isinstance(f.t_inject, (int, float))),
                       key=lambda f: float(f.t_inject))  # type: ignore[arg-type]
-    node_of = {r["worker_pid"]: str(r.get("node") or "") for r in _spawns(history)}
+    node_of = {r["worker_pid"]: str(r.get("node") or "") for r in spawns}
     heals = sorted((r.t, f"rg{r.get('replica_group')}") for r in history.of("heal"))
     struck_nodes = {f.label: {str(n) for n in f.details.get("nodes") or [] if isinstance(n, str)}
                     | {node_of[p] for p in f.details.get("pids") or [] if isinstance(p, int) and p in node_of}
