@@ -62,8 +62,10 @@ if [[ "$cuda" == yes* ]]; then
   sources="file:$tmp/kernel.log"
   [ $nvml_ok -eq 1 ] && sources="nvml,$sources"
   # Three XID 92 lines mid-run: the third makes the card "degrading" and every rank checkpoints
-  # at once, through the NCCL all-reduce in checkpoint_due().
-  ( sleep 6; for i in 1 2 3; do
+  # at once, through the NCCL all-reduce in checkpoint_due(). Written once the rank trains (its monitor
+  # follows the log from its end, as tail -f does: lines written during a slow CUDA start-up are not news).
+  ( for _ in $(seq 240); do cat "$tmp"/events/*.jsonl 2>/dev/null | grep -q '"ev": *"step"' && break; sleep 0.5; done
+    sleep 1; for i in 1 2 3; do
       $PY -c "from chaos.health.xidline import format_xid_line, bus_id_for; print(format_xid_line(92, bus_id_for(0)))" >> "$tmp/kernel.log"
       sleep 0.5; done ) &
   writer=$!
@@ -90,6 +92,48 @@ sys.exit(0 if ok else 1)
 PY
 else
   echo "CANNOT: torch with CUDA is not available here ($cuda); skipped the NCCL run"
+fi
+
+say "in-step faults through the harness on CUDA and NCCL (one GPU: one rank per run)"
+# The in-step experiments, made one-rank (NCCL refuses two ranks on one GPU): the OOM is CUDA's caching
+# allocator's own, the failed all-reduce a future of the NCCL comm hook, the NaN and the bit flip on CUDA tensors.
+if [[ "$cuda" == yes* ]] && $PY -c "import pydantic, tenacity, xxhash" 2>/dev/null; then
+  $PY -m pytest -q -p no:cacheprovider tests/unit/instep/test_instep_rank.py -k cuda -rs || failed=1
+  exp=${CHAOS_GPU_RUNS:-$(mktemp -d)}
+  mkdir -p "$exp"
+  $PY - "$exp" <<'PY' || failed=1
+import pathlib, sys
+import yaml
+out = pathlib.Path(sys.argv[1])
+for name in ["oom-ddp", "nan-loss-ddp", "collective-error-ddp", "bitflip-param-ddp"]:
+    spec = yaml.safe_load(pathlib.Path(f"experiments/{name}.yaml").read_text())
+    spec["name"] = f"{name}-cuda"
+    spec["workload"]["nproc_per_node"] = 1
+    for fault in spec["faults"]:
+        fault["rank"] = 0
+    spec["checks"] = [c for c in spec["checks"] if "replicas_agree" not in c]  # one rank: nothing to compare
+    for check in spec["checks"]:
+        if name == "bitflip-param-ddp" and "detection" in check:
+            # Rank 0's batches overflow the flipped weight one step later than rank 1's (measured on CPU, gloo).
+            check["detection"]["max_steps"] = 2
+    (out / f"{name}-cuda.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+PY
+  $PY -m chaos run --runs-dir "$exp/runs" "$exp"/*.yaml || failed=1
+  $PY - "$exp/runs" <<'PY' || failed=1
+import json, pathlib, sys
+ok = True
+for run in sorted(pathlib.Path(sys.argv[1]).iterdir()):
+    recs = [json.loads(l) for p in (run / "events").glob("*.jsonl") for l in p.read_text().splitlines()]
+    devices = sorted({str(r.get("device")) for r in recs if r["ev"] == "start"})
+    instep = [(r.get("kind"), r.get("where"), r.get("allocator")) for r in recs if r["ev"] == "instep"]
+    print(f"{run.name}: ranks trained on {devices}; in-step events {instep}")
+    ok &= all(d.startswith("cuda") for d in devices) and bool(devices)
+    ok &= all(a == "cuda" for k, _w, a in instep if k == "oom")
+print("in-step faults on CUDA:", "OK" if ok else "FAILED (a rank off CUDA, or an OOM not CUDA's own)")
+sys.exit(0 if ok else 1)
+PY
+else
+  echo "CANNOT: needs torch with CUDA and the harness's dependencies (pydantic, tenacity, xxhash) ($cuda)"
 fi
 
 say "summary"

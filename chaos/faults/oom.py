@@ -19,13 +19,17 @@ from chaos.runtime.undo import RemoveCgroup
 
 class OomConfig(InStepConfig):
     mode: Literal["cuda", "host"] = "cuda"
-    """cuda: the rank's next forward raises ``torch.OutOfMemoryError`` ("CUDA out of memory. Tried to allocate
-    ..."), the exception CUDA's allocator raises, so the stack's own handling runs. host: the rank's process
+    """cuda: the rank's next forward fails with ``torch.OutOfMemoryError``, so the stack's own handling runs. On a
+    rank that trains on CUDA it is CUDA's own: the forward asks the caching allocator for more than the card
+    holds, which frees its cache, counts the OOM and calls its observers as on any OOM (the ``instep`` event
+    says ``allocator: cuda``); on a CPU rank the harness raises it with CUDA's message (``allocator:
+    injected``). host: the rank's process
     gets a memory cgroup of its own, limited to what it uses plus ``headroom_mb``, and then allocates ``gib``
     in its next forward: the kernel's OOM killer ends it (SIGKILL), and the cgroup's own counter names the kill
     (needs root and a writable memory cgroup)."""
     gib: float = Field(default=2.0, gt=0, le=1e6)
-    """cuda: the allocation the message says failed (GiB). host: what the rank allocates, beyond its limit."""
+    """cuda: how far the request goes beyond the card's capacity (GiB; on a CPU rank, the allocation the message
+    says failed). host: what the rank allocates, beyond its limit."""
     headroom_mb: int = Field(default=128, ge=16, le=1 << 20)
     """host: the limit is the rank's resident memory when the fault acts plus this."""
 

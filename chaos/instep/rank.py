@@ -208,8 +208,9 @@ class Runtime:
         for cmd in list(self.armed.values()):
             if cmd.where == "forward":
                 self._depth.n = 0  # the raise skips this forward's post hook
-                self._landed(cmd)
-                raise _oom(cmd.params)
+                error, allocator = _oom(cmd.params)
+                self._landed(cmd, allocator=allocator)
+                raise error
             if cmd.where == "allocate":
                 self._landed(cmd)
                 _allocate(float(cmd.params.get("gib", 2.0)))
@@ -340,12 +341,35 @@ def _scaled(output: Any, value: float) -> Any:
     return output
 
 
-def _oom(params: dict[str, Any]) -> BaseException:
+def _oom(params: dict[str, Any]) -> tuple[BaseException, str]:
+    """The out-of-memory error of an ``oom`` fault (mode cuda), and whose it is: ``cuda`` when CUDA's caching
+    allocator raised it, ``injected`` when the harness made it (a rank that trains on CPU has no allocator to ask)."""
     size = float(params.get("gib", 2.0))
+    if not params.get("message"):
+        real = _cuda_oom(size)
+        if real is not None:
+            return real, "cuda"
     message = params.get("message") or (
         f"CUDA out of memory. Tried to allocate {size:.2f} GiB. GPU 0 has a total capacity of 79.10 GiB of which "
         f"1.21 GiB is free. (injected by chaos: the allocation failed the way CUDA's caching allocator reports it)")
-    return torch.OutOfMemoryError(message)
+    return torch.OutOfMemoryError(message), "injected"
+
+
+def _cuda_oom(gib: float) -> BaseException | None:
+    """On a rank that trains on CUDA, CUDA's own error: a real request to the caching allocator for more than the
+    card holds (its capacity plus ``gib``). The allocator does all it does on any out-of-memory: frees its cached
+    blocks and retries, counts it (``torch.cuda.memory_stats()["num_ooms"]``), calls the OOM observers (a stack
+    that dumps a memory snapshot on OOM gets one), then raises. The request cannot be met, so nothing is held."""
+    if not (torch.cuda.is_available() and torch.cuda.is_initialized()):
+        return None
+    device = torch.cuda.current_device()
+    ask = torch.cuda.get_device_properties(device).total_memory + int(gib * 2**30)
+    try:
+        block = torch.empty(ask, dtype=torch.uint8, device=device)
+    except torch.OutOfMemoryError as exc:
+        return exc
+    del block  # a device that over-commits (no real card does): the harness's error instead
+    return None
 
 
 def _finite_or_text(value: float) -> float | str:

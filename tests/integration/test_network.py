@@ -28,6 +28,9 @@ pytestmark = pytest.mark.skipif(
 SERVER = "import socket,sys; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); " \
          "s.bind((sys.argv[1], 5999)); s.listen(8)\nwhile True: c,_=s.accept(); c.sendall(b'ok'); c.close()"
 CLIENT = "import socket,sys; s=socket.create_connection((sys.argv[1], 5999), timeout=1.5); print(s.recv(2).decode())"
+# The time to connect and read the server's reply, measured inside the client (its start-up left out).
+CLIENT_RTT = "import socket,sys,time; t=time.perf_counter(); s=socket.create_connection((sys.argv[1], 5999), " \
+             "timeout=5); s.recv(2); print(time.perf_counter()-t)"
 
 
 @pytest.fixture
@@ -49,6 +52,12 @@ def netns_run(tmp_path: Path):
         failures = run.ledger.revert(run.shell)
         assert not failures
         assert kernel_leftovers(run_names(run).rid) == []
+
+
+def round_trip_s(target: Netns, src: int, dst: int) -> float:
+    res = subprocess.run(["ip", "netns", "exec", target.nodes[src].info["netns"], sys.executable, "-c", CLIENT_RTT,
+                          target.nodes[dst].address], capture_output=True, text=True, timeout=20, check=True)
+    return float(res.stdout)
 
 
 def reaches(target: Netns, src: int, dst: int) -> bool:
@@ -91,3 +100,17 @@ def test_netem_detection_is_logged_and_loss_falls_back_without_it(netns_run) -> 
     assert f" {run_names(run).qdisc_handle} root" in qdiscs
     assert not fault.revert(run)
     assert reaches(target, 1, 0)
+
+
+def test_netem_delay_holds_back_one_nodes_packets_and_revert_restores_them(netns_run) -> None:
+    run, target = netns_run
+    if not has_netem(run):
+        pytest.skip("this kernel has no sch_netem (modprobe sch_netem; bash ci/netem_check.sh runs the netem path "
+                    "where it loads)")
+    fault = NetworkDegrade(NetworkDegradeConfig(nodes=[1], delay_ms=150), index=1)
+    assert fault.inject(run)["mechanism"] == "netem"
+    # Node 1's egress only: its SYN waits 150 ms; node 2's link is untouched.
+    assert round_trip_s(target, 1, 0) >= 0.15
+    assert round_trip_s(target, 2, 0) < 0.1
+    assert not fault.revert(run)
+    assert round_trip_s(target, 1, 0) < 0.1

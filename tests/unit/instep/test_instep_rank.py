@@ -138,7 +138,19 @@ def test_an_oom_raises_what_cuda_raises_in_the_forward(job: Job, events: Path, t
     with pytest.raises(torch.OutOfMemoryError, match="CUDA out of memory. Tried to allocate 3.00 GiB"):
         job.train(1)
     job.train(1)  # once: the next forward is clean
-    assert instep_events(events)[0]["where"] == "forward"
+    [event] = instep_events(events)
+    assert event["where"] == "forward" and event["allocator"] == "injected"  # a CPU rank: no allocator to ask
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU: run bash ci/gpu_check.sh on one")
+def test_on_cuda_the_oom_is_the_caching_allocators_own(tmp_path: Path, events: Path) -> None:
+    torch.cuda.init()
+    ooms = torch.cuda.memory_stats().get("num_ooms", 0)
+    error, allocator = instep_rank._oom({"gib": 1.0})
+    assert allocator == "cuda" and isinstance(error, torch.OutOfMemoryError)
+    assert str(error).startswith("CUDA out of memory. Tried to allocate")
+    assert torch.cuda.memory_stats()["num_ooms"] == ooms + 1  # counted by the allocator, as any OOM
+    assert torch.cuda.memory_allocated() == 0  # nothing is held after it
 
 
 def test_scaling_reaches_every_floating_tensor_of_any_output_shape() -> None:
