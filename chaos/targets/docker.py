@@ -2,13 +2,8 @@
 
 from __future__ import annotations
 
-import hashlib
-import io
-import os
 import shlex
 import sys
-import tarfile
-from pathlib import Path
 from typing import Any
 
 import psutil
@@ -20,11 +15,10 @@ from chaos.runtime.launch import PACKAGE_ROOT, Rendezvous, workload_argv, worklo
 from chaos.runtime.network import node_address, pick_subnet, run_names, used_networks
 from chaos.targets.base import Node, Target, TargetConfig
 from chaos.targets.netns import nnodes_arg, require_root, surviving_exit_code
+from chaos.runtime.hostimage import ensure_host_image, host_binds
 from chaos.runtime.undo import Command
 
 HOST_IMAGE = "host"
-HOST_IMAGE_REPO = "chaos-node-host"
-_ROOT_LINKS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 _ENV_KEEP = ("PATH", "HOME", "LANG", "LC_ALL", "TZ")
 
 
@@ -74,39 +68,6 @@ class ContainerNode(Node):
         return self._code
 
 
-def host_rootfs_tar() -> bytes:
-    """A tar of an almost empty root: mount points, and the host's /bin -> usr/bin style links."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for d in ("proc", "sys", "dev", "tmp", "run", "etc", "usr", "root", "work", "var", "var/tmp"):
-            info = tarfile.TarInfo(d)
-            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d.endswith("tmp") else 0o755
-            tar.addfile(info)
-        for name in _ROOT_LINKS:
-            p = Path("/") / name
-            if p.is_symlink():
-                info = tarfile.TarInfo(name)
-                info.type, info.linkname = tarfile.SYMTYPE, os.readlink(p)
-                tar.addfile(info)
-    return buf.getvalue()
-
-
-def host_binds() -> dict[str, dict[str, str]]:
-    """Read-only binds that make the host's userland the container's: /usr, /etc, real /lib* dirs, Python."""
-    binds = {"/usr": {"bind": "/usr", "mode": "ro"}, "/etc": {"bind": "/etc", "mode": "ro"}}
-    for name in _ROOT_LINKS:
-        p = Path("/") / name
-        if p.is_dir() and not p.is_symlink():
-            binds[str(p)] = {"bind": str(p), "mode": "ro"}
-    prefix = Path(sys.prefix).resolve()
-    if not str(prefix).startswith("/usr/"):
-        binds[str(prefix)] = {"bind": str(prefix), "mode": "ro"}
-    base = Path(sys.base_prefix).resolve()
-    if base != prefix and not str(base).startswith("/usr/"):
-        binds[str(base)] = {"bind": str(base), "mode": "ro"}
-    return binds
-
-
 class Docker(Target, kind="docker"):
     """N nodes as containers on a private docker network (docker SDK), one torchrun agent each (needs dockerd)."""
 
@@ -154,11 +115,8 @@ class Docker(Target, kind="docker"):
                 raise CapabilityError(f"image '{self.config.image}' not found; build it (docker build -f "
                                       f"ci/Dockerfile.node -t {self.config.image} .) or use image: host") from None
             return self.config.image
-        tar = host_rootfs_tar()
-        tag = hashlib.sha1(tar).hexdigest()[:12]
-        ref = f"{HOST_IMAGE_REPO}:{tag}"
-        if not client.images.list(name=ref):
-            client.api.import_image_from_data(tar, repository=HOST_IMAGE_REPO, tag=tag)
+        ref, new = ensure_host_image(client)
+        if new:
             run.log("docker_image", image=ref, built_from="host userland (bind mounts)")
         return ref
 

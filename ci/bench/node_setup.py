@@ -48,7 +48,7 @@ def time_docker(nodes: int) -> tuple[float, float] | None:
         client.ping()
     except Exception:  # no SDK or no daemon: the docker rows are left out, said in the table
         return None
-    from chaos.targets.docker import HOST_IMAGE_REPO, host_binds, host_rootfs_tar
+    from chaos.runtime.hostimage import HOST_IMAGE_REPO, host_binds, host_rootfs_tar
     import hashlib
 
     tar = host_rootfs_tar()

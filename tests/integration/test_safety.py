@@ -63,7 +63,7 @@ REQUEUE_WAIT_S = 60.0
 FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
 FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage", "partition",
            "network-degrade", "kill-node", "xid", "preempt", "nan", "loss-spike", "bitflip", "oom", "collective-error",
-           "slow-storage", "write-error", "nvrx-fault"}
+           "slow-storage", "write-error", "nvrx-fault", "pod-delete", "container-kill", "node-drain"}
 """Kinds whose interrupt paths run under the torch-free agent (see the module docstring)."""
 
 SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {

@@ -37,6 +37,8 @@ NOT_SIMULATED = {
                             "saw, which the simulator's restarts never are (test_restarted_in_process.py)",
     "save_fails_together": "judges the filesystem's failed writes (a write-error fault's slowfs record) against the "
                            "saves and the ranks' progress (test_save_fails_together.py)",
+    "kube_recovered": "judges the containers the harness saw a Kubernetes node run before and after a pod, container "
+                      "or node fault (test_kube_recovered.py)",
 }
 """Checks whose evidence the simulator does not play, and where their lies are tested instead. A new
 check must join ``truth.CONFIGS`` or this list: it cannot be left out of the method by accident."""

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from chaos.runtime.network import IFNAMSIZ, RunNames, pick_subnet, short_id, used_networks
 from chaos.targets.base import Node
-from chaos.targets.docker import host_rootfs_tar
+from chaos.runtime.hostimage import host_rootfs_tar
 from chaos.targets.netns import NetnsConfig, nnodes_arg, surviving_exit_code
 
 

@@ -1,0 +1,131 @@
+"""kube_recovered: a true history of each Kubernetes fault passes with its figures; each lie (a mutation that
+breaks exactly the promise: the node never back, back the wrong way, too late, nothing seen before) does not."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from histsim import make_outcome
+
+from chaos.checks.kube_recovered import KubeRecovered, KubeRecoveredConfig
+from chaos.evidence.events import History
+from chaos.evidence.outcome import FaultRecord
+
+
+def seen(t: float, node: str, pod: str, uid: str, restarts: int = 0, **extra: Any) -> dict[str, Any]:
+    return {"ev": "kube_container", "t": t, "source": "harness", "node": node, "pod": pod, "pod_uid": uid,
+            "container": f"c{t:g}", "pid": 1000 + int(t), "restart_count": restarts, **extra}
+
+
+def launches(policy: str) -> list[dict[str, Any]]:
+    return [{"ev": "node_launch", "t": 0.5, "source": "harness", "node": f"node{k}", "job": f"j-n{k}",
+             "restart_policy": policy} for k in (0, 1)]
+
+
+def start(policy: str = "Never") -> list[dict[str, Any]]:
+    return launches(policy) + [seen(2.0, "node0", "j-n0-a", "u0"), seen(2.1, "node1", "j-n1-a", "u1")]
+
+
+def judge(records: list[dict[str, Any]], fault: FaultRecord, **cfg: Any):
+    check = KubeRecovered(KubeRecoveredConfig(**{"max_s": 30, **cfg}))
+    return check.evaluate(make_outcome(History(copy.deepcopy(sorted(records, key=lambda r: r["t"]))), faults=[fault]))
+
+
+def pod_delete() -> FaultRecord:
+    return FaultRecord(index=0, kind="pod-delete", label="pod-delete#0", t_inject=10.0, t_revert=90.0,
+                       details={"node": "node1", "pod": "j-n1-a", "pod_uid": "u1", "grace_s": 10})
+
+
+def container_kill() -> FaultRecord:
+    return FaultRecord(index=0, kind="container-kill", label="container-kill#0", t_inject=10.0, t_revert=90.0,
+                       details={"node": "node1", "pod": "j-n1-a", "container": "c2.1", "signal": "SIGKILL"})
+
+
+def drain() -> FaultRecord:
+    return FaultRecord(index=0, kind="node-drain", label="node-drain#0", t_inject=10.0, t_release=25.0,
+                       t_revert=90.0, details={"node": "vm", "evicted": ["j-n0-a", "j-n1-a"], "cordoned_s": 15})
+
+
+def test_a_deleted_pod_replaced_by_a_new_one_passes_with_how_and_how_long() -> None:
+    r = judge(start() + [seen(16.0, "node1", "j-n1-b", "u2")], pod_delete())
+    assert r.verdict == "pass", r.reason
+    assert r.figures["pod-delete#0"]["nodes"]["node1"] == {"how": "a new pod", "back_s": 6.0, "pod": "j-n1-b",
+                                                           "restart_count": 0}
+
+
+def test_a_deleted_pod_never_recreated_fails() -> None:
+    r = judge(start(), pod_delete())
+    assert r.verdict == "fail" and "node1 never ran again" in r.reason, r.reason
+
+
+def test_the_old_pods_container_seen_again_is_not_a_recovery() -> None:
+    """A record after the fault of the very pod that was deleted, with its old restart count: nothing new ran."""
+    r = judge(start() + [seen(12.0, "node1", "j-n1-a", "u1")], pod_delete())
+    assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
+
+
+def test_another_nodes_new_pod_does_not_bring_the_struck_node_back() -> None:
+    r = judge(start() + [seen(16.0, "node0", "j-n0-b", "u9")], pod_delete())
+    assert r.verdict == "fail" and "node1 never ran again" in r.reason, r.reason
+
+
+def test_a_new_pod_before_the_fault_is_not_its_recovery() -> None:
+    r = judge(start() + [seen(9.0, "node1", "j-n1-b", "u2")], pod_delete())
+    assert r.verdict == "fail", r.reason
+
+
+def test_back_too_late_fails_with_the_wait() -> None:
+    r = judge(start() + [seen(55.0, "node1", "j-n1-b", "u2")], pod_delete())
+    assert r.verdict == "fail" and "45.0 s after the fault (bound 30 s)" in r.reason, r.reason
+
+
+def test_a_killed_container_restarted_in_place_under_on_failure_passes() -> None:
+    r = judge(start("OnFailure") + [seen(14.0, "node1", "j-n1-a", "u1", restarts=1)], container_kill())
+    assert r.verdict == "pass", r.reason
+    assert r.figures["container-kill#0"]["nodes"]["node1"]["how"] == "restarted in place"
+
+
+def test_a_killed_container_replaced_by_a_new_pod_under_on_failure_fails() -> None:
+    r = judge(start("OnFailure") + [seen(14.0, "node1", "j-n1-b", "u2")], container_kill())
+    assert r.verdict == "fail" and "should be restarted in place" in r.reason, r.reason
+
+
+def test_under_never_a_killed_container_must_come_back_as_a_new_pod() -> None:
+    assert judge(start("Never") + [seen(14.0, "node1", "j-n1-b", "u2")], container_kill()).verdict == "pass"
+    r = judge(start("Never") + [seen(14.0, "node1", "j-n1-a", "u1", restarts=1)], container_kill())
+    assert r.verdict == "fail" and "should be a new pod" in r.reason, r.reason
+
+
+def test_a_container_kill_without_the_nodes_policy_is_not_judged() -> None:
+    records = [r for r in start("OnFailure") if r["ev"] != "node_launch"]
+    r = judge(records + [seen(14.0, "node1", "j-n1-a", "u1", restarts=1)], container_kill())
+    assert r.verdict == "inconclusive" and "restartPolicy of node1 is unknown" in r.reason, r.reason
+
+
+def test_a_drain_is_timed_from_the_uncordon_and_needs_every_evicted_node_back() -> None:
+    back = [seen(27.0, "node0", "j-n0-b", "u3"), seen(27.5, "node1", "j-n1-b", "u4")]
+    r = judge(start() + back, drain())
+    assert r.verdict == "pass", r.reason
+    assert r.figures["node-drain#0"]["nodes"]["node1"]["back_s"] == 17.5
+    r = judge(start() + back[:1], drain())
+    assert r.verdict == "fail" and "node1 never ran again" in r.reason, r.reason
+    r = judge(start() + [seen(70.0, "node0", "j-n0-b", "u3"), back[1]], drain())
+    assert r.verdict == "fail" and "after the uncordon" in r.reason, r.reason
+
+
+def test_nothing_seen_before_the_fault_is_inconclusive_not_a_pass() -> None:
+    r = judge(launches("Never") + [seen(16.0, "node1", "j-n1-b", "u2")], pod_delete())
+    assert r.verdict == "inconclusive", r.reason
+    assert judge(launches("Never") + [seen(27.0, "node0", "j-n0-b", "u3")], drain()).verdict == "inconclusive"
+
+
+def test_records_a_rank_wrote_are_not_the_harness_seeing_a_container() -> None:
+    forged = dict(seen(16.0, "node1", "j-n1-b", "u2"), source="workload")
+    r = judge(start() + [forged], pod_delete())
+    assert r.verdict == "fail", r.reason
+
+
+def test_no_kubernetes_fault_is_inconclusive() -> None:
+    other = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=10.0, details={})
+    assert judge(start(), other).verdict == "inconclusive"
