@@ -7,8 +7,9 @@ restart count, time) and ``node_launch`` (each node's restartPolicy), for each `
 * the node it struck (a drain: every node whose pod it evicted) had a container running before it (the
   baseline: its pod and restart count);
 * after it, that node ran a container again within ``max_s``: a new pod (the Job controller replaced the
-  deleted, evicted or failed one) or the same pod with a higher restart count (the kubelet restarted the
-  container in place). A drain's bound runs from the node's uncordon: its pods cannot start before;
+  deleted, evicted or failed one) or the same pod with a higher restart count than the struck container's (the
+  kubelet restarted it in place); never the struck pod or container itself (what the fault's record names). A
+  drain's new pods count from the node's uncordon (they cannot start before) and its bound runs from there;
 * the way matches the policy: a deleted or evicted pod is replaced by a new one; a killed container is
   restarted in place under ``OnFailure`` and replaced by a new pod under ``Never``. A pod that was never
   recreated (the Job gave up: backoffLimit used up) or a container the kubelet left dead fails.
@@ -17,7 +18,8 @@ The figures are the recovery in Kubernetes terms: how the node came back and how
 
 INCONCLUSIVE: none of those faults; no container of a struck node seen before the fault (what came back
 cannot be told from what was there); a node-drain whose evicted pods the harness never saw (which nodes it
-struck is unknown); a container-kill on a node whose restartPolicy no record says.
+struck is unknown, also when only some were seen); a container-kill on a node whose restartPolicy no record
+says. A container record without a pod uid, a pod name or a restart count proves nothing and is not read.
 """
 
 from __future__ import annotations
@@ -57,35 +59,55 @@ class KubeRecovered(Check, kind="kube_recovered"):
 
     def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
         h = outcome.history
-        seen = sorted((r for r in h.of("kube_container") if r.get("source") == "harness"), key=lambda r: r.t)
+        # Evidence only: the harness's own records, each with a time, a pod uid and a restart count.
+        seen = sorted((r for r in h.of("kube_container") if r.get("source") == "harness" and _usable(r)),
+                      key=lambda r: r.t)
         policies = {r.get("node"): r.get("restart_policy") for r in h.of("node_launch") if r.get("source") == "harness"}
         figs: dict[str, Any] = {"nodes": {}}
+        details = fault.details if isinstance(fault.details, dict) else {}
         t0 = float(fault.t_inject or 0.0)
+        struck_pods: set[str] = set()
         if fault.kind == "node-drain":
-            evicted = set(fault.details.get("evicted") or [])
-            nodes = sorted({str(r.get("node")) for r in seen if r.get("pod") in evicted and r.t <= t0})
-            if not nodes:
-                figs["inconclusive"] = ("the harness never saw a container of the pods it evicted "
-                                        f"({', '.join(sorted(evicted)) or 'none'}): which nodes it struck is unknown")
+            evicted = details.get("evicted")
+            if not isinstance(evicted, list) or not all(isinstance(p, str) for p in evicted):
+                figs["inconclusive"] = f"the drain's record of the pods it evicted is malformed: {evicted!r}"
                 return None, figs
+            struck_pods = set(evicted)
+            owner = {r.get("pod"): str(r.get("node")) for r in seen if r.t <= t0}
+            unseen = sorted(p for p in struck_pods if p not in owner)
+            if unseen or not struck_pods:
+                figs["inconclusive"] = ("the harness never saw a container of the evicted pod(s) "
+                                        f"{', '.join(unseen) or '(none listed)'}: which nodes the drain struck is unknown")
+                return None, figs
+            nodes = sorted({owner[p] for p in struck_pods})
         else:
-            nodes = [str(fault.details.get("node"))]
+            nodes = [str(details.get("node"))]
+            # A deleted pod never comes back; a killed container's pod may (restarted in place): only the container
+            # itself is excluded then.
+            if fault.kind == "pod-delete" and isinstance(details.get("pod"), str):
+                struck_pods = {details["pod"]}
+        release = fault.t_release if isinstance(fault.t_release, (int, float)) else None
+        # A drained node's pods cannot start before the uncordon: what ran before it is not the way back.
+        start = max(t0, release) if fault.kind == "node-drain" and release is not None else t0
         for node in nodes:
             before = [r for r in seen if r.get("node") == node and r.t <= t0]
-            if not before:
+            struck = [r for r in before if r.get("container") == details.get("container")] or before
+            if not struck:
                 figs["inconclusive"] = f"no container of {node} was seen before the fault: what came back is unknown"
                 return None, figs
-            base = before[-1]
-            struck_uid = fault.details.get("pod_uid") or base.get("pod_uid")
-            after = [r for r in seen if r.get("node") == node and r.t > t0 and (
-                r.get("pod_uid") != struck_uid or _count(r) > _count(base))]
-            start = max(t0, fault.t_release or t0) if fault.kind == "node-drain" else t0
+            base = struck[-1]
+            named = [r.get("pod_uid") for r in seen if r.get("pod") == details.get("pod")]
+            struck_uid = (details["pod_uid"] if isinstance(details.get("pod_uid"), str)
+                          else named[0] if named else base.get("pod_uid"))
+            count = max(_count(base), details["restart_count"] if isinstance(details.get("restart_count"), int) else 0)
+            after = [r for r in seen if r.get("node") == node and r.t > t0 and r.t >= start
+                     and r.get("pod") not in struck_pods and r.get("container") != details.get("container")
+                     and (r.get("pod_uid") != struck_uid or _count(r) > count)]
             if not after:
                 return (f"{node} never ran again after it: no new pod and no restarted container (the Job gave up, "
                         f"or the kubelet left it dead)"), figs
             back = after[0]
             how = "a new pod" if back.get("pod_uid") != struck_uid else "restarted in place"
-            waited = back.t - start
             figs["nodes"][node] = {"how": how, "back_s": round(back.t - t0, 3), "pod": back.get("pod"),
                                    "restart_count": back.get("restart_count")}
             expected = _expected(fault.kind, policies.get(node))
@@ -96,10 +118,17 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if how != expected:
                 return (f"{node} came back as {how}, but {fault.kind} under restartPolicy {policies.get(node)} "
                         f"should be {expected}"), figs
+            waited = back.t - start
             if waited > self.config.max_s:
                 since = "the uncordon" if start > t0 else "the fault"
                 return f"{node} ran again {waited:.1f} s after {since} (bound {self.config.max_s:g} s)", figs
         return None, figs
+
+
+def _usable(rec: Any) -> bool:
+    """A container record that can prove something: its pod's uid, its restart count and its pod's name."""
+    return (isinstance(rec.get("pod_uid"), str) and bool(rec.get("pod_uid")) and isinstance(rec.get("pod"), str)
+            and isinstance(rec.get("restart_count"), int) and not isinstance(rec.get("restart_count"), bool))
 
 
 def _count(rec: Any) -> int:

@@ -9,6 +9,7 @@ from pydantic import Field
 
 from chaos.errors import FaultError
 from chaos.faults.base import Fault, FaultConfig
+from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command
 
@@ -49,7 +50,7 @@ class NodeDrain(Fault, kind="node-drain"):
         core = cluster.core()
         try:
             core.patch_node(node, {"spec": {"unschedulable": True}})
-        except Exception as exc:
+        except api_errors() as exc:
             raise FaultError(f"{self.label}: the API server refused to cordon node {node}: {exc}") from None
         evicted = []
         for pod in target.pods():
@@ -61,7 +62,7 @@ class NodeDrain(Fault, kind="node-drain"):
                 body["deleteOptions"] = {"gracePeriodSeconds": c.grace_s}
             try:
                 core.create_namespaced_pod_eviction(pod.metadata.name, cluster.namespace, body)
-            except Exception as exc:
+            except api_errors() as exc:
                 raise FaultError(f"{self.label}: evicting pod {pod.metadata.name} failed: {exc}") from None
             evicted.append(pod.metadata.name)
         return {"node": node, "evicted": evicted, "cordoned_s": c.duration_s}

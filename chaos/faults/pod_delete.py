@@ -8,6 +8,7 @@ from pydantic import Field
 
 from chaos.errors import CapabilityError, FaultError
 from chaos.faults.base import Fault, FaultConfig
+from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 
 
@@ -49,7 +50,7 @@ class PodDelete(Fault, kind="pod-delete"):
         kwargs = {} if c.grace_s is None else {"grace_period_seconds": c.grace_s}
         try:
             target.cluster.core().delete_namespaced_pod(pod.metadata.name, target.cluster.namespace, **kwargs)
-        except Exception as exc:
+        except api_errors() as exc:
             raise FaultError(f"{self.label}: the API server refused to delete pod {pod.metadata.name}: {exc}") \
                 from None
         grace = c.grace_s if c.grace_s is not None else pod.spec.termination_grace_period_seconds

@@ -51,6 +51,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class Ports:
     etcd_client: int
@@ -77,6 +86,16 @@ def pause_image_tar(pause: Path) -> bytes:
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(str(pause), arcname="pause")
     return buf.getvalue()
+
+
+def api_errors() -> tuple[type[BaseException], ...]:
+    """What a call to the cluster raises when the cluster, not the harness, failed: the API's error answers, a
+    refused or broken connection, a timeout. Never a bare ``Exception``: the harness interrupts its own loop with
+    an exception (Ctrl-C, SIGTERM), which a catch-all around an API call would swallow."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    return (ApiException, urllib3.exceptions.HTTPError, OSError)
 
 
 def sh(script: str) -> list[str]:
@@ -289,13 +308,13 @@ class KubeCluster:
         try:
             self.core().list_namespace(_request_timeout=2)
             return True
-        except Exception:  # connection refused, 503 while it starts
+        except api_errors():  # connection refused, 503 while it starts
             return False
 
     def _node_ready(self) -> bool:
         try:
             nodes = self.core().list_node(_request_timeout=2).items
-        except Exception:
+        except api_errors():
             return False
         return any(c.type == "Ready" and c.status == "True" for n in nodes for c in (n.status.conditions or []))
 
@@ -309,7 +328,7 @@ class KubeCluster:
         try:
             return any(a.metadata.name == "default"
                        for a in self.core().list_namespaced_service_account(self.namespace).items)
-        except Exception:
+        except api_errors():
             return False
 
     def _wait(self, ready: Callable[[], bool], timeout_s: float, what: str, procs: list[subprocess.Popen]) -> None:

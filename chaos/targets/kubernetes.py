@@ -22,6 +22,7 @@ from pydantic import Field
 
 from chaos.errors import CapabilityError, HarnessError
 from chaos.kube.build import refusal
+from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.hostimage import ensure_host_image, host_binds
 from chaos.runtime.launch import PACKAGE_ROOT, Rendezvous, workload_argv, workload_cwd, workload_env
@@ -122,7 +123,7 @@ class Kubernetes(Target, kind="kubernetes"):
     def prepare(self, run: RunContext) -> None:
         import docker
 
-        from chaos.kube.minicluster import KubeCluster, free_port
+        from chaos.kube.minicluster import KubeCluster, free_port, port_free
 
         self.run = run
         self.cluster = KubeCluster(run, run.run_dir.resolve() / "kube", namespace=self.prefix(run))
@@ -134,7 +135,10 @@ class Kubernetes(Target, kind="kubernetes"):
             client.close()
         if new:
             run.log("docker_image", image=self.image_ref, built_from="host userland (bind mounts)")
-        self.port = free_port()
+        self.port = self.config.rdzv_port if port_free(self.config.rdzv_port) else free_port()
+        if self.port != self.config.rdzv_port:
+            run.log("capability", what="rdzv_port", available=False,
+                    detail=f"port {self.config.rdzv_port} is in use on 127.0.0.1: the rendezvous takes {self.port}")
 
     def _volumes(self, run: RunContext) -> tuple[list[Any], list[Any]]:
         from kubernetes import client
@@ -213,7 +217,7 @@ class Kubernetes(Target, kind="kubernetes"):
             jobs = client.BatchV1Api(self.cluster.api).list_namespaced_job(self.cluster.namespace,
                                                                            _request_timeout=5).items
             pods = self.pods()
-        except Exception as exc:  # the API server under load: read again at the next poll
+        except api_errors() as exc:  # the API server under load: read again at the next poll
             run.log("kube_read_error", error=f"{type(exc).__name__}: {exc}"[:300])
             return
         self._jobs = {j.metadata.name: j for j in jobs}
@@ -242,7 +246,7 @@ class Kubernetes(Target, kind="kubernetes"):
         client = docker.from_env()
         try:
             return int(client.api.inspect_container(cid)["State"]["Pid"])
-        except Exception:
+        except (docker.errors.DockerException, KeyError, TypeError, ValueError):
             return 0
         finally:
             client.close()
@@ -260,7 +264,7 @@ class Kubernetes(Target, kind="kubernetes"):
             try:
                 client.BatchV1Api(self.cluster.api).delete_collection_namespaced_job(
                     self.cluster.namespace, propagation_policy="Background", grace_period_seconds=0)
-            except Exception as exc:
+            except api_errors() as exc:
                 run.log("kube_read_error", error=f"deleting the Jobs: {type(exc).__name__}: {exc}"[:300])
         super().stop(run)
 

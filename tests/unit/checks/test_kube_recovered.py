@@ -39,7 +39,8 @@ def pod_delete() -> FaultRecord:
 
 def container_kill() -> FaultRecord:
     return FaultRecord(index=0, kind="container-kill", label="container-kill#0", t_inject=10.0, t_revert=90.0,
-                       details={"node": "node1", "pod": "j-n1-a", "container": "c2.1", "signal": "SIGKILL"})
+                       details={"node": "node1", "pod": "j-n1-a", "container": "c2.1", "signal": "SIGKILL",
+                                "restart_count": 0})
 
 
 def drain() -> FaultRecord:
@@ -72,7 +73,7 @@ def test_another_nodes_new_pod_does_not_bring_the_struck_node_back() -> None:
 
 def test_a_new_pod_before_the_fault_is_not_its_recovery() -> None:
     r = judge(start() + [seen(9.0, "node1", "j-n1-b", "u2")], pod_delete())
-    assert r.verdict == "fail", r.reason
+    assert r.verdict == "fail" and "node1 never ran again" in r.reason, r.reason
 
 
 def test_back_too_late_fails_with_the_wait() -> None:
@@ -129,3 +130,72 @@ def test_records_a_rank_wrote_are_not_the_harness_seeing_a_container() -> None:
 def test_no_kubernetes_fault_is_inconclusive() -> None:
     other = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=10.0, details={})
     assert judge(start(), other).verdict == "inconclusive"
+
+
+# Lies an adversarial review found (each passed before the check read the fault's own record of what it struck).
+
+def test_a_drain_whose_evicted_pods_were_not_all_seen_is_inconclusive() -> None:
+    """node1's evicted pod was never seen: only node0 could be judged, and node1 may never have come back."""
+    records = launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0"), seen(27.0, "node0", "j-n0-b", "u3")]
+    r = judge(records, drain())
+    assert r.verdict == "inconclusive" and "j-n1-a" in r.reason, r.reason
+
+
+def test_an_evicted_pod_is_not_its_nodes_way_back_and_nothing_counts_before_the_uncordon() -> None:
+    d = drain()
+    d.details["evicted"] = ["j-n0-a", "j-n1-a", "j-n1-b"]
+    lie = start() + [seen(2.2, "node1", "j-n1-b", "u2"), seen(10.2, "node1", "j-n1-b", "u2", restarts=1),
+                     seen(27.0, "node0", "j-n0-b", "u3")]
+    r = judge(lie, d)
+    assert r.verdict == "fail" and "node1 never ran again" in r.reason, r.reason
+    early = start() + [seen(12.0, "node0", "j-n0-b", "u3"), seen(12.0, "node1", "j-n1-b", "u4")]
+    r = judge(early, drain())
+    assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
+
+
+def test_a_drain_is_in_time_when_late_from_the_fault_but_quick_from_the_uncordon() -> None:
+    """Back 35 s after the drain but 10 s after its uncordon at 25 s: in time (bound 30 s from the uncordon)."""
+    back = [seen(35.0, "node0", "j-n0-b", "u3"), seen(35.5, "node1", "j-n1-b", "u4")]
+    r = judge(start() + back, drain())
+    assert r.verdict == "pass", r.reason
+
+
+def test_the_killed_container_itself_seen_late_is_not_a_restart() -> None:
+    """The kill struck a container the harness first saw after it (restart 1, already up before the fault)."""
+    ck = container_kill()
+    ck.details.update(restart_count=1, container="c10.1")
+    r = judge(start("OnFailure") + [seen(10.1, "node1", "j-n1-a", "u1", restarts=1)], ck)
+    assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
+    assert judge(start("OnFailure") + [seen(10.1, "node1", "j-n1-a", "u1", restarts=1),
+                                       seen(13.0, "node1", "j-n1-a", "u1", restarts=2)], ck).verdict == "pass"
+
+
+def test_the_killed_pod_itself_seen_late_is_not_a_new_pod() -> None:
+    ck = container_kill()
+    ck.details.update(pod="j-n1-b", container="c10.1")
+    r = judge(start("Never") + [seen(10.1, "node1", "j-n1-b", "u2")], ck)
+    assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
+
+
+def test_a_container_record_without_its_pods_uid_proves_nothing() -> None:
+    nouid = seen(16.0, "node1", "j-n1-b", "u2")
+    del nouid["pod_uid"]
+    r = judge(start() + [nouid], pod_delete())
+    assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
+    base = [dict(rec, pod_uid=None) if rec["ev"] == "kube_container" else rec for rec in start("OnFailure")]
+    r = judge(base + [dict(seen(14.0, "node1", "j-n1-x", "u1", restarts=1), pod_uid=None)], container_kill())
+    assert r.verdict == "inconclusive", r.reason
+
+
+def test_malformed_fault_records_are_inconclusive_not_a_crash() -> None:
+    for evicted in (5, [["x"]], "j-n1-a", None):
+        d = drain()
+        d.details["evicted"] = evicted
+        assert judge(start(), d).verdict == "inconclusive"
+    d = drain()
+    d.t_release = "25"  # type: ignore[assignment]
+    assert judge(start() + [seen(27.0, "node0", "j-n0-b", "u3"), seen(27.5, "node1", "j-n1-b", "u4")],
+                 d).verdict == "pass"
+    broken = pod_delete()
+    broken.details = None  # type: ignore[assignment]
+    assert judge(start() + [seen(16.0, "node1", "j-n1-b", "u2")], broken).verdict != "pass"
