@@ -142,6 +142,12 @@ def start(*, dataset_size: int | None, device: str, local_rank: int | None = Non
         local_rank = _env_int("LOCAL_RANK", 0)
     if dataset_size is not None:
         extra["dataset_size"] = int(dataset_size)
+    extra.pop("rdzv_store", None)  # the SDK's own field: read by the harness, never a caller's value
+    if os.environ.get("MASTER_PORT") and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "False":
+        # The round's own store (without the agent's shared store, torchrun picks a new port for every
+        # rendezvous): where the harness sees no process of the job, the ranks that wrote one round are one
+        # attempt (chaos.evidence.events). With the shared store every round has the same address: none written.
+        extra["rdzv_store"] = f"{os.environ.get('MASTER_ADDR', '')}:{os.environ['MASTER_PORT']}"
     emit("start", local_rank=local_rank, device=device, **extra)
 
 

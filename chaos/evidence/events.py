@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 from collections import defaultdict
@@ -97,6 +98,14 @@ def read_records(paths: Iterable[str | os.PathLike[str]], *, validate: bool = Fa
     return sorted(records, key=lambda r: r.get("t", 0.0))
 
 
+def _store_address(value: Any) -> bool:
+    """Whether ``value`` is a store address as chaos.sdk writes it: ``host:port``."""
+    if not isinstance(value, str) or ":" not in value:
+        return False
+    host, port = value.rsplit(":", 1)
+    return bool(host) and port.isdigit()
+
+
 def _t(r: Record) -> float:
     return r.get("t", 0.0)
 
@@ -173,6 +182,30 @@ class History:
         """
         for spawn, label in self.round_labels():
             self.set_attempt(str(spawn.get("node")), spawn["worker_pid"], label)
+        windows = self.reported_rounds()
+        if windows:  # one pass over the records, however many ranks
+            starts = {key: [t for t, _ in w] for key, w in windows.items()}
+            for i, r in enumerate(self.records):
+                key = (str(r.get("host")), r.get("pid"))
+                if r.get("source") == "harness" or key not in windows:
+                    continue
+                # The process's round is that of its last start at or before the record (a pid numbered again in a
+                # recreated pod is another process, in another round); what it wrote before its start, its first.
+                label = windows[key][max(bisect.bisect_right(starts[key], _t(r)) - 1, 0)][1]  # type: ignore[index]
+                if r.get("attempt") != label:
+                    self.records[i] = r.relabeled(label)
+        # The witness's looks carry the attempt of the event they looked at, as the event was labelled then; where
+        # the event has been put in its round since (the rounds a rank reports are known only at the end), so is
+        # the look: the check pairs them by path, time and attempt.
+        moved = {(r.get("ev"), r.get("t"), r.get("path"), r.get("attempt_reported")): r["attempt"]
+                 for r in self.records if r.get("source") != "harness" and "attempt_reported" in r
+                 and isinstance(r.get("path"), str)}
+        for i, r in enumerate(self.records):
+            if r.get("ev") == "ckpt_verify" and r.get("source") == "harness":
+                key = (r.get("seen"), r.get("t_event"), r.get("path"), r.get("attempt"))
+                label = moved.get(key) if all(isinstance(k, (str, int, float)) for k in key) else None
+                if label is not None and r.get("attempt") != label:
+                    self.records[i] = r.relabeled(label)
         # The harness's own records of the workers: the spawn and exit of each relabelled process.
         for i, r in enumerate(self.records):
             if r.get("ev") in ("worker_spawn", "worker_exit"):
@@ -190,6 +223,41 @@ class History:
             if g not in labels or attempt_key(r["attempt"]) > attempt_key(labels[g]):
                 labels[g] = r["attempt"]
         return [(r, labels[r["generation"]]) for r in spawns]
+
+    def reported_rounds(self) -> dict[tuple[str, int], list[tuple[float, str]]]:
+        """The attempt of each rank the harness never saw spawn (a cluster of the user's: no process tree), from
+        the rounds the ranks report themselves: the ``rdzv_store`` of their ``start`` (chaos.sdk writes the address
+        of the round's store, MASTER_ADDR:MASTER_PORT, which torchrun picks afresh for every rendezvous when the
+        agent's store is not shared). Rounds do not overlap (every worker of a round is stopped before the next
+        rendezvous completes), so consecutive starts naming one store are one round, unless a (host, local rank)
+        starts twice in it (one round has one worker per local rank: the port was picked again), and each round
+        gets the highest attempt any of its ranks wrote.
+
+        Each (host, pid) gets the rounds it started in, by time: a recreated pod numbers its processes from 1
+        again, so one pid may be two processes in two rounds. Taken only where the rounds' labels rise strictly in
+        time order, else nothing is relabelled: two rounds that would share one label would read as one attempt
+        (a restart lost, a resume taken for an in-process reload)."""
+        starts = [r for r in self.of("start") if isinstance(r.get("pid"), int) and isinstance(r.get("attempt"), str)
+                  and _store_address(r.get("rdzv_store")) and (str(r.get("host")), r["pid"]) not in self.relabel]
+        rounds: list[list[Record]] = []
+        for r in starts:  # time order
+            last = rounds[-1] if rounds else []
+            if last and last[0]["rdzv_store"] == r["rdzv_store"] and not any(
+                    (str(m.get("host")), m.get("local_rank")) == (str(r.get("host")), r.get("local_rank"))
+                    and m["pid"] != r["pid"] for m in last):
+                last.append(r)
+            else:
+                rounds.append([r])
+        windows: dict[tuple[str, int], list[tuple[float, str]]] = defaultdict(list)
+        previous: str | None = None
+        for members in rounds:
+            label = max((m["attempt"] for m in members), key=attempt_key)
+            if previous is not None and attempt_key(label) <= attempt_key(previous):
+                return {}
+            previous = label
+            for m in members:
+                windows[(str(m.get("host")), m["pid"])].append((_t(m), label))
+        return dict(windows)
 
     def of(self, *evs: str, attempt: str | None = None) -> list[Record]:
         return [

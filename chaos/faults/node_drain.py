@@ -8,23 +8,26 @@ from typing import Any
 from pydantic import Field
 
 from chaos.errors import FaultError
-from chaos.faults.base import Fault, FaultConfig
+from chaos.faults._kube import KubeNodeConfig, KubeNodeFault
 from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command
 
 
-class NodeDrainConfig(FaultConfig):
+class NodeDrainConfig(KubeNodeConfig):
+    """``node``: the job node whose Kubernetes node (where its live pod runs) is drained."""
+
     duration_s: float | None = Field(default=20.0, gt=0, le=7 * 24 * 3600)
     """How long the node stays cordoned (then it is uncordoned: the maintenance is over)."""
     grace_s: int | None = Field(default=None, ge=0, le=3600)
     """The evictions' grace period; None: each pod's own terminationGracePeriodSeconds."""
 
 
-class NodeDrain(Fault, kind="node-drain"):
+class NodeDrain(KubeNodeFault, kind="node-drain"):
     """Cordon the job's Kubernetes node and evict its pods, as an operator's ``kubectl drain`` does before maintenance.
 
-    The node is marked unschedulable and every pod of the run on it is evicted through the Eviction API
+    The Kubernetes node that job node ``node``'s pod runs on is marked unschedulable (on the local cluster: its
+    one node), and every pod of the run on it, and nothing else, is evicted through the Eviction API
     (SIGTERM, then SIGKILL after the grace period). The Jobs' controller creates new pods at once; they stay
     Pending while the node is cordoned (on the one-node local cluster there is nowhere else to go), and start
     when the node is uncordoned after ``duration_s``: the job waits, then resumes from its checkpoint. The
@@ -32,22 +35,31 @@ class NodeDrain(Fault, kind="node-drain"):
     """
 
     Config = NodeDrainConfig
-    needs_target = ("kubernetes",)
 
     def plan(self, run: RunContext) -> list[str]:
         c: NodeDrainConfig = self.config  # type: ignore[assignment]
-        return ["PATCH node spec.unschedulable=true; POST an Eviction (policy/v1beta1) for each of the run's pods on "
-                f"it; {c.duration_s:g} s later PATCH spec.unschedulable=null"]
+        return [f"PATCH the node of node{c.node}'s pod spec.unschedulable=true; POST an Eviction (policy/v1beta1) "
+                f"for each of the run's pods on it; {c.duration_s:g} s later PATCH spec.unschedulable=null"]
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c: NodeDrainConfig = self.config  # type: ignore[assignment]
         target: Any = run.target
         cluster = target.cluster
-        node = cluster.node
-        ctl = [sys.executable, "-m", "chaos.kube.ctl"]
-        run.ledger.push(self.owner, Command(ctl + ["uncordon", str(cluster.kubeconfig), node],
-                                            only_if=ctl + ["cordoned", str(cluster.kubeconfig), node]))
+        node = target.pod_of(f"node{c.node}").spec.node_name
+        if not node:
+            raise FaultError(f"{self.label}: node{c.node}'s pod is not scheduled on a node yet")
         core = cluster.core()
+        try:
+            if core.read_node(node, _request_timeout=10).spec.unschedulable:
+                # Someone else's cordon: the drain's uncordon would end it too.
+                raise FaultError(f"{self.label}: node {node} is already cordoned; refusing to drain it (the undo "
+                                 f"would uncordon it)")
+        except api_errors() as exc:
+            raise FaultError(f"{self.label}: reading node {node} failed: {exc}") from None
+        ctl = [sys.executable, "-m", "chaos.kube.ctl"]
+        ctx = ["--context", cluster.context] if getattr(cluster, "context", None) else []
+        run.ledger.push(self.owner, Command(ctl + ["uncordon", str(cluster.kubeconfig), node] + ctx,
+                                            only_if=ctl + ["cordoned", str(cluster.kubeconfig), node] + ctx))
         try:
             core.patch_node(node, {"spec": {"unschedulable": True}})
         except api_errors() as exc:

@@ -6,21 +6,19 @@ from typing import Any
 
 from pydantic import Field
 
-from chaos.errors import CapabilityError, FaultError
-from chaos.faults.base import Fault, FaultConfig
+from chaos.errors import FaultError
+from chaos.faults._kube import KubeNodeConfig, KubeNodeFault
 from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 
 
-class PodDeleteConfig(FaultConfig):
-    node: int = Field(default=1, ge=0)
-    """The node (its Job's pod) whose pod is deleted: node<node>."""
+class PodDeleteConfig(KubeNodeConfig):
     grace_s: int | None = Field(default=None, ge=0, le=3600)
     """The deletion's gracePeriodSeconds: SIGTERM to the container, SIGKILL this much later. None: the pod's own
     terminationGracePeriodSeconds (target.grace_s). 0: at once."""
 
 
-class PodDelete(Fault, kind="pod-delete"):
+class PodDelete(KubeNodeFault, kind="pod-delete"):
     """Delete a node's pod through the Kubernetes API, as an eviction, a preemption or an operator does.
 
     The kubelet stops the pod's container (SIGTERM, then SIGKILL after the grace period) and the pod is gone;
@@ -30,18 +28,11 @@ class PodDelete(Fault, kind="pod-delete"):
     """
 
     Config = PodDeleteConfig
-    needs_target = ("kubernetes",)
 
     def plan(self, run: RunContext) -> list[str]:
         c: PodDeleteConfig = self.config  # type: ignore[assignment]
         grace = "the pod's own grace period" if c.grace_s is None else f"grace {c.grace_s} s"
         return [f"DELETE the live pod of node{c.node} (label chaos/node=node{c.node}), {grace}"]
-
-    def check(self, run: RunContext) -> None:
-        c: PodDeleteConfig = self.config  # type: ignore[assignment]
-        nodes = getattr(run.target, "node_count", 0)
-        if c.node >= nodes:
-            raise CapabilityError(f"{self.label}: node {c.node} does not exist (the target has {nodes} node(s))")
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c: PodDeleteConfig = self.config  # type: ignore[assignment]

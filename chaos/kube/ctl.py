@@ -1,32 +1,103 @@
 """The few API calls an undo replays, as a command (the ledger stores commands, and ``chaos cleanup`` may run
-long after the harness that cordoned a node is gone):
+long after the harness that cordoned a node or created a Job is gone):
 
-    python -m chaos.kube.ctl uncordon KUBECONFIG NODE     # make NODE schedulable again
-    python -m chaos.kube.ctl cordoned KUBECONFIG NODE     # exit 0 if NODE is still cordoned (the undo's probe)
+    python -m chaos.kube.ctl uncordon KUBECONFIG NODE [--context C]       make NODE schedulable again
+    python -m chaos.kube.ctl cordoned KUBECONFIG NODE [--context C]       exit 0 if NODE is still cordoned
+    python -m chaos.kube.ctl delete-jobs KUBECONFIG NS SELECTOR [--context C]
+                                 delete the run's Jobs (SELECTOR, e.g. chaos/run=chaos-ab12) and wait for their pods
+    python -m chaos.kube.ctl jobs-left KUBECONFIG NS SELECTOR [--context C]
+                                 exit 0 if a Job or pod of SELECTOR is still there (the undo's probe)
+    python -m chaos.kube.ctl exec KUBECONFIG NS POD CONTAINER [--context C] -- ARGV...
+                                 run ARGV in the container (a SIGCONT to a stopped rank); exit with its code
+    python -m chaos.kube.ctl running KUBECONFIG NS POD [--context C]       exit 0 if POD is running
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import Any
+
+ARGS = {"uncordon": ("node",), "cordoned": ("node",), "delete-jobs": ("namespace", "selector"),
+        "jobs-left": ("namespace", "selector"), "exec": ("namespace", "pod", "container"),
+        "running": ("namespace", "pod")}
+PROBES = {"cordoned", "jobs-left", "running"}
+WAIT_PODS_S = 90.0
+"""How long delete-jobs waits for the Jobs' pods to go (their grace periods run first)."""
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    rest: list[str] = []
+    if "--" in argv:
+        argv, rest = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    p = argparse.ArgumentParser(prog="python -m chaos.kube.ctl", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="verb", required=True)
+    for verb, names in ARGS.items():
+        s = sub.add_parser(verb)
+        s.add_argument("kubeconfig")
+        for name in names:
+            s.add_argument(name)
+        s.add_argument("--context", default=None)
+    args = p.parse_args(argv)
+    args.argv = rest
+    return args
+
+
+def _selected(core: Any, batch: Any, ns: str, selector: str) -> list[str]:
+    jobs = batch.list_namespaced_job(ns, label_selector=selector, _request_timeout=10).items
+    pods = core.list_namespaced_pod(ns, label_selector=selector, _request_timeout=10).items
+    return [f"job/{j.metadata.name}" for j in jobs] + [f"pod/{p.metadata.name}" for p in pods]
+
+
+def act(args: argparse.Namespace) -> int:
+    from kubernetes import client, config
+
+    from chaos.kube.existing import wait_gone
+
+    api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
+    core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
+    if args.verb == "cordoned":
+        return 0 if core.read_node(args.node, _request_timeout=10).spec.unschedulable else 1
+    if args.verb == "uncordon":
+        core.patch_node(args.node, {"spec": {"unschedulable": None}}, _request_timeout=10)
+        return 0
+    if args.verb == "jobs-left":
+        return 0 if _selected(core, batch, args.namespace, args.selector) else 1
+    if args.verb == "running":
+        return 0 if core.read_namespaced_pod(args.pod, args.namespace, _request_timeout=10).status.phase == "Running" \
+            else 1
+    if args.verb == "delete-jobs":
+        for job in batch.list_namespaced_job(args.namespace, label_selector=args.selector, _request_timeout=10).items:
+            batch.delete_namespaced_job(job.metadata.name, args.namespace, propagation_policy="Background",
+                                        _request_timeout=10)
+        left = wait_gone(lambda: _selected(core, batch, args.namespace, args.selector), WAIT_PODS_S)
+        if left:
+            print(f"still there after {WAIT_PODS_S:g} s: {', '.join(left)}", file=sys.stderr)
+        return 3 if left else 0
+    from chaos.kube.existing import ExistingCluster
+
+    cluster = ExistingCluster(args.kubeconfig, args.context, args.namespace)
+    code, out, err = cluster.exec(args.pod, args.container, args.argv)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return 3 if code is None else code
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or args[0] not in ("uncordon", "cordoned"):
-        print(__doc__, file=sys.stderr)
-        return 2
-    verb, kubeconfig, node = args
-    from kubernetes import client, config
+    args = parse(sys.argv[1:] if argv is None else argv)
+    from chaos.kube.minicluster import api_errors
+    from kubernetes.config.config_exception import ConfigException
 
     try:
-        core = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
-        if verb == "cordoned":
-            return 0 if core.read_node(node, _request_timeout=10).spec.unschedulable else 1
-        core.patch_node(node, {"spec": {"unschedulable": None}}, _request_timeout=10)
-        return 0
-    except Exception as exc:  # the cluster is gone (its teardown ran first): nothing is left to undo there
-        print(f"chaos.kube.ctl {verb} {node}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1 if verb == "cordoned" else 3
+        return act(args)
+    except (*api_errors(), ConfigException) as exc:
+        # The cluster is gone (a local one's teardown ran first) or refuses: a probe says "nothing to undo" for a
+        # node and "still there" for Jobs it cannot see, so a cleanup reports what it cannot prove gone.
+        print(f"chaos.kube.ctl {args.verb}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if args.verb in PROBES:
+            return 0 if args.verb == "jobs-left" else 1
+        return 3
 
 
 if __name__ == "__main__":

@@ -93,9 +93,10 @@ def api_errors() -> tuple[type[BaseException], ...]:
     refused or broken connection, a timeout. Never a bare ``Exception``: the harness interrupts its own loop with
     an exception (Ctrl-C, SIGTERM), which a catch-all around an API call would swallow."""
     import urllib3
+    import websocket  # the client's exec transport (a dependency of the kubernetes client)
     from kubernetes.client.exceptions import ApiException
 
-    return (ApiException, urllib3.exceptions.HTTPError, OSError)
+    return (ApiException, urllib3.exceptions.HTTPError, websocket.WebSocketException, OSError)
 
 
 def sh(script: str) -> list[str]:
@@ -147,7 +148,7 @@ class KubeCluster:
                     "--service-account-issuer=https://kubernetes.default.svc",
                     f"--service-cluster-ip-range={SERVICE_RANGE}", "--authorization-mode=Node,RBAC",
                     # A loopback endpoint for the kubernetes service is invalid: no reconciler.
-                    "--endpoint-reconciler-type=none", "--kubelet-preferred-address-types=Hostname"]
+                    "--endpoint-reconciler-type=none", "--kubelet-preferred-address-types=InternalIP"]
         if what == "kube-controller-manager":
             return [str(b / what), f"--kubeconfig={self.kubeconfig}", "--bind-address=127.0.0.1", "--port=0",
                     "--secure-port=0", "--leader-elect=false", f"--service-account-private-key-file={k.sa_key}",
@@ -269,6 +270,7 @@ class KubeCluster:
         t_api = time.monotonic() - t0
         procs += [self._spawn("kube-controller-manager"), self._spawn("kube-scheduler"), self._spawn("kubelet")]
         self._wait(self._node_ready, timeout_s, f"node {self.node} did not become Ready", procs)
+        self._address_node()
         self._create_namespace()
         self._wait(self._default_account, 30, f"namespace {self.namespace} got no default service account", procs)
         self.run.log("kube_cluster_up", seconds=round(time.monotonic() - t0, 3), api_s=round(t_api, 3),
@@ -290,6 +292,14 @@ class KubeCluster:
             client.close()
 
     # ------------------------------------------------------------------ the API
+    context = None
+    """The kubeconfig's own current context (an existing cluster's may name another)."""
+
+    @property
+    def up(self) -> bool:
+        """Whether start() got as far as the keys: before that there is no API to ask."""
+        return self.pki is not None
+
     @property
     def api(self) -> Any:
         """An ``kubernetes.client.ApiClient`` on the cluster (the kubernetes extra)."""
@@ -317,6 +327,13 @@ class KubeCluster:
         except api_errors():
             return False
         return any(c.type == "Ready" and c.status == "True" for n in nodes for c in (n.status.conditions or []))
+
+    def _address_node(self) -> None:
+        """Give the node its loopback address. The kubelet refuses a loopback --node-ip (validateNodeIP) and so
+        publishes no address at all: the API server could not reach it for an exec or a log, and hostNetwork pods
+        would have no IP. The kubelet's own status updates keep addresses they did not set."""
+        self.core().patch_node_status(self.node, {"status": {"addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": self.node}]}})
 
     def _create_namespace(self) -> None:
         from kubernetes import client

@@ -148,9 +148,15 @@ def with_package(pythonpath: str | None) -> str:
 
 def workload_env(run: RunContext, node: str) -> dict[str, str]:
     """The protocol variables plus the experiment's own, over the harness's environment."""
-    env = dict(os.environ)
+    return {**os.environ, **protocol_env(run, node)}
+
+
+def protocol_env(run: RunContext, node: str) -> dict[str, str]:
+    """Only what the harness sets for a node: the protocol's variables, the experiment's and the faults' (a node
+    the harness does not start from its own environment, e.g. a pod on a cluster of the user's, gets just these)."""
+    env: dict[str, str] = {}
     # Make `chaos.sdk` importable by the workload even from a plain checkout.
-    env["PYTHONPATH"] = with_package(env.get("PYTHONPATH"))
+    env["PYTHONPATH"] = with_package(os.environ.get("PYTHONPATH"))
     if run.instep_dir is not None:
         # In-step faults act inside the ranks: a sitecustomize that loads chaos.instep.rank once torch's
         # optimizers are imported. Only runs that arm one get it.

@@ -137,11 +137,13 @@ class Command(Undo):
     op: ClassVar[str] = "cmd"
     argv: list[str] = field(default_factory=list)
     only_if: list[str] | None = None
+    timeout_s: float = 30.0
+    """How long the command may take (deleting a cluster's Jobs waits for their pods to go)."""
 
     def run(self, shell: Shell) -> None:
         if self.only_if is not None and not shell.run(self.only_if, check=False).ok:
             return
-        shell.run(self.argv)
+        shell.run(self.argv, timeout=self.timeout_s)
 
     def describe(self) -> str:
         cmd = shlex.join(self.argv)

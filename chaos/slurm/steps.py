@@ -57,7 +57,9 @@ def describe(proc: psutil.Process, run_dir: str) -> dict[str, Any] | None:
             return {"pid": proc.pid, "create_time": proc.create_time(), "ppid": proc.ppid(),
                     "rank": _env_int(env, "RANK"), "local_rank": _env_int(env, "LOCAL_RANK"),
                     "restart_count": _env_int(env, "TORCHELASTIC_RESTART_COUNT") or 0,
-                    "launch": _env_int(env, "CHAOS_LAUNCH"), "node": node_name()}
+                    "launch": _env_int(env, "CHAOS_LAUNCH"), "node": node_name(),
+                    "chaos_host": env.get("CHAOS_HOST"),
+                    "store": f"{env.get('MASTER_ADDR', '')}:{env.get('MASTER_PORT', '')}"}
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 

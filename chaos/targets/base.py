@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, ClassVar
 
+from chaos.errors import CapabilityError
 from chaos.runtime.context import RunContext
 from chaos.runtime.launch import check_launcher
 from chaos.runtime.node import Node
@@ -85,3 +87,31 @@ class Target(Plugin):
     def teardown(self, run: RunContext) -> list[Any]:
         """Remove everything ``prepare`` made; returns revert failures."""
         return run.ledger.revert(run.shell, owner="target")
+
+
+class ClusterModes:
+    """A target whose cluster is a throwaway local one (``cluster: local``, its nodes this host's processes) or
+    the user's (``cluster: existing``: the ranks are reached through the cluster, not a process tree)."""
+
+    config: Any
+
+    @property
+    def local(self) -> bool:
+        return self.config.cluster == "local"
+
+    @property
+    def remote_workers(self) -> bool:
+        return not self.local
+
+
+def require_shared_dir(run: RunContext, shared_dir: str | None, nodes: str) -> None:
+    """A cluster of the user's writes the run's events and checkpoints where the harness reads them: refuse,
+    before anything starts, a ``shared_dir`` that is not a writable directory here, or a run directory outside it."""
+    shared = Path(shared_dir or "").resolve()
+    if not shared.is_dir() or not os.access(shared, os.W_OK):
+        raise CapabilityError(f"target.shared_dir: {shared} is not a writable directory on this host; it must be "
+                              f"a shared filesystem the {nodes} mount at the same path")
+    run_dir = run.run_dir.resolve()
+    if not run_dir.is_relative_to(shared):
+        raise CapabilityError(f"the run directory {run_dir} is not inside target.shared_dir {shared}: the {nodes} "
+                              f"write the run's events and checkpoints there; run with --runs-dir {shared / 'runs'}")

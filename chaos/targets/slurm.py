@@ -42,7 +42,7 @@ from chaos.slurm.batch import BatchJob, node_rendezvous
 from chaos.slurm.control import JobState, SlurmControl
 from chaos.slurm.minicluster import (PARTITION, ClusterNode, ClusterSpec, MiniCluster, missing_commands,
                                      state_root)
-from chaos.targets.base import Node
+from chaos.targets.base import ClusterModes, Node, require_shared_dir
 from chaos.slurm.dutycycle import RemoteDutyCycle
 from chaos.targets.netns import Netns, nnodes_arg, require_root
 from chaos.targets.slurm_config import CLIENT_COMMANDS, REFUSED_ON_EXISTING, SlurmConfig
@@ -52,7 +52,7 @@ POLL_JOB_S = 0.25
 """How often the job's state is asked for: a requeue or the end is seen within this (scontrol costs ~10 ms)."""
 
 
-class Slurm(Netns, kind="slurm"):
+class Slurm(ClusterModes, Netns, kind="slurm"):
     """The workload as a Slurm batch job: sbatch + srun + torchrun per node, on a throwaway local cluster or yours."""
 
     Config = SlurmConfig
@@ -68,14 +68,6 @@ class Slurm(Netns, kind="slurm"):
         self._asked = 0.0
         self._exclusions_seen: int | None = None
         self._drained: set[str] = set()
-
-    @property
-    def local(self) -> bool:
-        return self.config.cluster == "local"
-
-    @property
-    def remote_workers(self) -> bool:  # type: ignore[override]
-        return not self.local
 
     @property
     def namespace_count(self) -> int:
@@ -115,15 +107,7 @@ class Slurm(Netns, kind="slurm"):
         for what, name in (("partition", c.partition), ("preempt_partition", c.preempt_partition)):
             if name and not ctl.run("scontrol", "show", "partition", "-o", name, check=False, timeout=15).ok:
                 raise CapabilityError(f"target.{what}: the cluster has no partition '{name}' (sinfo -s lists them)")
-        shared = Path(c.shared_dir or "").resolve()
-        if not shared.is_dir() or not os.access(shared, os.W_OK):
-            raise CapabilityError(f"target.shared_dir: {shared} is not a writable directory on this host; it must be "
-                                  f"a shared filesystem the compute nodes mount at the same path")
-        run_dir = run.run_dir.resolve()
-        if not run_dir.is_relative_to(shared):
-            raise CapabilityError(f"the run directory {run_dir} is not inside target.shared_dir {shared}: the compute "
-                                  f"nodes write the run's events and checkpoints there; run with "
-                                  f"--runs-dir {shared / 'runs'}")
+        require_shared_dir(run, c.shared_dir, "compute nodes")
 
     def admit(self, run: RunContext, kind: str, config: Any) -> None:
         """Refuse, before anything starts, a fault this cluster does not let the run do to its own job."""

@@ -51,6 +51,20 @@ def test_a_start_in_the_same_process_reads_its_rank_and_world_size_again(events:
         ("start", 1, 2), ("step", 1, 2), ("step", 1, 2), ("start", 0, 1), ("step", 0, 1)]
 
 
+@pytest.mark.parametrize("agent_store, written", [("False", "10.1.2.3:4567"), ("True", None), (None, None)])
+def test_a_start_names_its_rounds_store_only_where_each_round_has_its_own(events: Path, monkeypatch, agent_store,
+                                                                          written) -> None:
+    """torchrun's shared agent store has one address for every round: no round is named then."""
+    monkeypatch.setenv("MASTER_ADDR", "10.1.2.3")
+    monkeypatch.setenv("MASTER_PORT", "4567")
+    if agent_store is None:
+        monkeypatch.delenv("TORCHELASTIC_USE_AGENT_STORE", raising=False)
+    else:
+        monkeypatch.setenv("TORCHELASTIC_USE_AGENT_STORE", agent_store)
+    sdk.start(dataset_size=10, device="cpu", rdzv_store="a caller's:1")
+    assert lines(events)[0].get("rdzv_store") == written
+
+
 def test_a_forked_child_writes_its_own_file(events: Path) -> None:
     sdk.step(1, epoch=0, samples=(1,), loss=1.0)
     pid = os.fork()

@@ -125,3 +125,62 @@ def test_a_script_that_keeps_its_label_across_a_requeue_gets_two_attempts() -> N
     # A process the harness never saw keeps the label it wrote.
     h.add([_ev("step", "n0", 99, "0.0", 9.0, step=3, epoch=0, samples=[2])])
     assert h.of("step")[-1]["attempt"] == "0.0"
+
+
+def test_ranks_no_harness_saw_are_put_in_the_round_they_report() -> None:
+    """A cluster of the user's: no worker_spawn, only the ranks' own start events with their round's store. A pod
+    recreated after a delete writes 1.0, the surviving node's agent 0.1 for the same round: both become 1.0."""
+    h = History([
+        _ev("start", "node0", 10, "0.0", 1.0, rdzv_store="10.0.0.1:501"), _ev("start", "node1", 11, "0.0", 1.1, rdzv_store="10.0.0.1:501"),
+        _ev("step", "node0", 10, "0.0", 2.0, step=1, epoch=0, samples=[0]),
+        _ev("ckpt_commit", "node0", 10, "0.0", 3.0, step=1, path="/c/1"),
+        _ev("start", "node1", 21, "1.0", 5.0, rdzv_store="10.0.0.1:733"), _ev("start", "node0", 20, "0.1", 5.2, rdzv_store="10.0.0.1:733"),
+        _ev("ckpt_commit", "node0", 20, "0.1", 6.0, step=2, path="/c/2"),
+        {"ev": "ckpt_verify", "t": 6.1, "source": "harness", "seen": "ckpt_commit", "t_event": 6.0, "path": "/c/2",
+         "attempt": "0.1", "step": 2, "ok": True},
+        {"ev": "ckpt_verify", "t": 3.1, "source": "harness", "seen": "ckpt_commit", "t_event": 3.0, "path": "/c/1",
+         "attempt": "0.0", "step": 1, "ok": True},
+    ])
+    h.align_attempts()
+    assert [(r["host"], r["attempt"]) for r in h.of("start")] == [
+        ("node0", "0.0"), ("node1", "0.0"), ("node1", "1.0"), ("node0", "1.0")]
+    assert [r["attempt"] for r in h.of("ckpt_commit")] == ["0.0", "1.0"]
+    # The witness's look at the relabelled commit follows it (the check pairs them by attempt); the other is left.
+    assert {r["t_event"]: r["attempt"] for r in h.of("ckpt_verify")} == {6.0: "1.0", 3.0: "0.0"}
+
+
+@pytest.mark.parametrize("starts, expect", [
+    # One store address for two rounds that follow each other: the rounds are told apart by what came between.
+    ([("n0", 10, "0.0", 1.0, "a:1"), ("n0", 20, "0.1", 5.0, "a:2"), ("n0", 30, "0.2", 9.0, "a:1")],
+     {10: "0.0", 20: "0.1", 30: "0.2"}),
+    # ... or, back to back, by one local rank starting twice in it (one worker per local rank in a round).
+    ([("n0", 10, "0.0", 1.0, "a:1"), ("n0", 20, "0.1", 5.0, "a:1")], {10: "0.0", 20: "0.1"}),
+    # A pid a recreated pod numbers again, in two rounds: two processes, each in its own round by time.
+    ([("n1", 9, "0.0", 1.0, "a:1"), ("n0", 8, "0.0", 1.1, "a:1"), ("n1", 9, "1.0", 5.0, "a:2"),
+      ("n0", 8, "0.1", 5.1, "a:2")], {(9, 1.0): "0.0", (8, 1.1): "0.0", (9, 5.0): "1.0", (8, 5.1): "1.0"}),
+    # Two rounds whose highest labels tie (a recreated pod writes 1.0 in both): one attempt they cannot be, so
+    # nothing is relabelled and each keeps what it wrote.
+    ([("n0", 10, "0.0", 1.0, "a:1"), ("n1", 11, "0.0", 1.1, "a:1"), ("n0", 20, "0.1", 5.0, "a:2"),
+      ("n1", 12, "1.0", 5.1, "a:2"), ("n0", 30, "0.2", 9.0, "a:3"), ("n1", 13, "1.0", 9.1, "a:3")],
+     {20: "0.1", 12: "1.0", 30: "0.2", 13: "1.0"}),
+    # No store written (the agent's shared store), or not an address: left as written.
+    ([("n0", 10, "0.0", 1.0, None), ("n1", 11, "1.0", 1.1, None)], {10: "0.0", 11: "1.0"}),
+    ([("n0", 10, "0.0", 1.0, 7), ("n1", 11, "1.0", 1.1, 7)], {10: "0.0", 11: "1.0"}),
+    ([("n0", 10, "0.0", 1.0, "pretrain"), ("n1", 11, "1.0", 1.1, "pretrain")], {10: "0.0", 11: "1.0"}),
+])
+def test_reported_rounds_are_taken_only_where_they_are_unambiguous(starts, expect) -> None:
+    h = History([_ev("start", host, pid, att, t, **({} if rnd is None else {"rdzv_store": rnd}))
+                 for host, pid, att, t, rnd in starts])
+    h.align_attempts()
+    got = {r["pid"]: r["attempt"] for r in h.of("start")}
+    got.update({(r["pid"], r["t"]): r["attempt"] for r in h.of("start")})
+    assert {k: got[k] for k in expect} == expect
+
+
+def test_a_round_the_harness_saw_is_not_relabelled_by_what_the_ranks_report() -> None:
+    h = History([_spawn("n0", 10, "0.0", 1, 1.0), _spawn("n1", 11, "0.0", 1, 1.0),
+                 _ev("start", "n0", 10, "0.0", 2.0, rdzv_store="a:1"),
+                 _ev("start", "n1", 11, "7.7", 2.1, rdzv_store="a:1")])
+    h.align_attempts()
+    # The harness's own rounds decide (the highest label it read, 0.0): a rank's claim of 7.7 does not lift it.
+    assert {r["pid"]: r["attempt"] for r in h.of("start")} == {10: "0.0", 11: "0.0"}
