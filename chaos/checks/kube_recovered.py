@@ -14,7 +14,9 @@ restart count, time) and ``node_launch`` (each node's restartPolicy), for each `
   restarted in place under ``OnFailure`` and replaced by a new pod under ``Never``. A pod that was never
   recreated (the Job gave up: backoffLimit used up) or a container the kubelet left dead fails.
 
-The figures are the recovery in Kubernetes terms: how the node came back and how long it took.
+The figures are the recovery in Kubernetes terms: how the node came back, how long it took, and the Job's own
+account then (``kube_job``: the failed pods it counted against its backoffLimit). A node that never came back is
+failed naming why where its Job said (gave up: BackoffLimitExceeded, with the count).
 
 INCONCLUSIVE: none of those faults; no container of a struck node seen before the fault (what came back
 cannot be told from what was there); a node-drain whose evicted pods the harness never saw (which nodes it
@@ -53,7 +55,8 @@ class KubeRecovered(Check, kind="kube_recovered"):
         for label, figs in figures.items():
             if figs.get("inconclusive"):
                 return self.inconclusive(f"{label}: {figs['inconclusive']}", **figures)
-        parts = [f"{label}: " + "; ".join(f"{n} {w['how']} {w['back_s']:.1f} s after it" for n, w in figs["nodes"].items())
+        parts = [f"{label}: " + "; ".join(f"{n} {w['how']} {w['back_s']:.1f} s after it{_backoff(w)}"
+                                          for n, w in figs["nodes"].items())
                  for label, figs in figures.items()]
         return self.passed("; ".join(parts), **figures)
 
@@ -63,6 +66,7 @@ class KubeRecovered(Check, kind="kube_recovered"):
         seen = sorted((r for r in h.of("kube_container") if r.get("source") == "harness" and _usable(r)),
                       key=lambda r: r.t)
         policies = {r.get("node"): r.get("restart_policy") for r in h.of("node_launch") if r.get("source") == "harness"}
+        limits = {r.get("node"): r.get("backoff_limit") for r in h.of("node_launch") if r.get("source") == "harness"}
         figs: dict[str, Any] = {"nodes": {}}
         details = fault.details if isinstance(fault.details, dict) else {}
         t0 = float(fault.t_inject or 0.0)
@@ -103,13 +107,20 @@ class KubeRecovered(Check, kind="kube_recovered"):
             after = [r for r in seen if r.get("node") == node and r.t > t0 and r.t >= start
                      and r.get("pod") not in struck_pods and r.get("container") != details.get("container")
                      and (r.get("pod_uid") != struck_uid or _count(r) > count)]
+            jobs = [r for r in h.of("kube_job") if r.get("source") == "harness" and r.get("node") == node]
             if not after:
-                return (f"{node} never ran again after it: no new pod and no restarted container (the Job gave up, "
-                        f"or the kubelet left it dead)"), figs
+                gave_up = next((r for r in jobs if r.t > t0 and isinstance(r.get("gave_up"), str)), None)
+                why = (f"its Job gave up ({gave_up['gave_up']}: {gave_up.get('failed')} failed pod(s), backoffLimit "
+                       f"{limits.get(node, '?')})" if gave_up is not None
+                       else "the Job gave up, or the kubelet left it dead")
+                return f"{node} never ran again after it: no new pod and no restarted container ({why})", figs
             back = after[0]
             how = "a new pod" if back.get("pod_uid") != struck_uid else "restarted in place"
+            # The Job's own account when the node was back: the failures it counted against its backoffLimit.
+            failed = [r.get("failed") for r in jobs if r.t <= back.t and isinstance(r.get("failed"), int)]
             figs["nodes"][node] = {"how": how, "back_s": round(back.t - t0, 3), "pod": back.get("pod"),
-                                   "restart_count": back.get("restart_count")}
+                                   "restart_count": back.get("restart_count"),
+                                   "job_failed": failed[-1] if failed else None, "backoff_limit": limits.get(node)}
             expected = _expected(fault.kind, policies.get(node))
             if expected is None:
                 figs["inconclusive"] = (f"the restartPolicy of {node} is unknown (no node_launch record says it): "
@@ -123,6 +134,12 @@ class KubeRecovered(Check, kind="kube_recovered"):
                 since = "the uncordon" if start > t0 else "the fault"
                 return f"{node} ran again {waited:.1f} s after {since} (bound {self.config.max_s:g} s)", figs
         return None, figs
+
+
+def _backoff(figs: dict[str, Any]) -> str:
+    if figs.get("job_failed") is None:
+        return ""
+    return f" (its Job counted {figs['job_failed']} failed pod(s), backoffLimit {figs.get('backoff_limit', '?')})"
 
 
 def _usable(rec: Any) -> bool:

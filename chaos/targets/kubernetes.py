@@ -29,6 +29,7 @@ from chaos.errors import CapabilityError, FaultError, HarnessError
 from chaos.kube.build import refusal
 from chaos.kube.ctl import WAIT_PODS_S
 from chaos.kube.existing import EXISTING_FAULTS, RUN, ExistingCluster, Permission
+from chaos.kube.jobs import job_code, job_state
 from chaos.kube.minicluster import api_errors
 from chaos.kube.template import AGENT, agent_container, host_template, load_template, pod_template
 from chaos.runtime.context import RunContext
@@ -57,16 +58,6 @@ class KubeNode(Node):
 
     def poll(self) -> int | None:
         return self.code
-
-
-def job_code(status: Any) -> int | None:
-    """A Job's exit code as the run sees it: 0 once it succeeded, 1 once the controller gave it up (its Failed
-    condition: backoffLimit used up), None while it runs (a failed pod it will replace included)."""
-    if (status.succeeded or 0) >= 1:
-        return 0
-    if any(c.type == "Failed" and c.status == "True" for c in (status.conditions or [])):
-        return 1
-    return None
 
 
 class Kubernetes(ClusterModes, Target, kind="kubernetes"):
@@ -301,6 +292,10 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
             job = self._jobs.get(node.info["job"])
             if job is not None and isinstance(node, KubeNode):
                 node.code = job_code(job.status)
+                state = job_state(job.status)
+                if state != node.info.get("state"):  # the Job's own account: failures against its backoffLimit
+                    node.info["state"] = state
+                    run.log("kube_job", node=node.name, job=node.info["job"], **state)
         fresh = [(pod, status) for pod in pods if (status := self.agent_status(pod)) is not None
                  and self.container_id(status) not in self._containers]
         if not fresh:
@@ -333,9 +328,11 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
             return 0
 
     def exit_code(self) -> int | None:
+        """A Job given up fails the job at once (a JobSet's default failure policy): the other nodes' agents would
+        only wait in the rendezvous for a node that is not coming back."""
         if self.run is not None:
             self._read(self.run)
-        return super().exit_code()
+        return 1 if any(n.poll() == 1 for n in self.nodes) else super().exit_code()
 
     # ------------------------------------------------------------------ the ranks, through the API (existing)
     def _exec(self, pod: Any, argv: list[str], what: str) -> str:

@@ -235,6 +235,24 @@ def test_a_hang_a_container_kill_and_a_drain_leave_the_rest_of_the_cluster_alone
     assert not users["kube"].core().read_node(users["kube"].node).spec.unschedulable
 
 
+def test_a_job_whose_backoff_limit_is_used_up_fails_the_run_and_says_so(users, tmp_path: Path) -> None:
+    """The Job's own policy judged: backoffLimit 0 and a killed container under Never: the Job controller gives
+    up, the run fails at once (no node waits in the rendezvous for it) and kube_recovered names why."""
+    faults = [{"kind": "container-kill", "node": 1, "trigger": {"at_step": 12}}]
+    report = _run(_experiment(tmp_path, users, faults, [{"kube_recovered": {"max_s": 60}}, {"completes": {}}],
+                              restart_policy="Never", backoff_limit=0), tmp_path)
+    verdicts = {r.kind: r for r in report.checks}
+    assert report.exit_code == 1, {k: (r.verdict, r.reason) for k, r in verdicts.items()}
+    kube = verdicts["kube_recovered"]
+    assert kube.verdict == "fail" and "its Job gave up (BackoffLimitExceeded: 1 failed pod(s), backoffLimit 0)" \
+        in kube.reason, kube.reason
+    assert verdicts["completes"].verdict == "fail", verdicts["completes"].reason
+    exit_ = [json.loads(line) for line in (report.run_dir / "harness.jsonl").read_text().splitlines()]
+    wall = next(r["wall_s"] for r in exit_ if r["ev"] == "exit")
+    assert wall < 120, f"the run waited {wall} s after its Job gave up"
+    _nothing_left(users, report)
+
+
 REFUSED = [
     ({"kind": "pod-delete", "node": 1}, "limited", "may not delete pods"),
     ({"kind": "node-drain", "node": 1}, "limited", "may not get nodes (cluster-wide); patch nodes (cluster-wide)"),
@@ -259,3 +277,48 @@ def test_what_the_run_may_not_do_is_refused_before_anything_is_created(users, tm
         with pytest.raises(CapabilityError, match=re.escape(needs)):
             _run(_experiment(tmp, users, faults, [{"completes": {}}], **target), tmp)
         assert _ours(users) == [], needs
+
+
+def test_a_harness_killed_mid_run_leaves_its_jobs_to_chaos_cleanup(users, tmp_path: Path) -> None:
+    """SIGKILL of the harness while a rank is held stopped on the user's cluster: its Jobs run on and the rank stays
+    stopped; ``chaos cleanup`` resumes the rank (an exec) and deletes the Jobs, and nothing of the run is left."""
+    import os
+    import signal
+    import subprocess
+
+    from chaos.runtime.ledger import Ledger
+    from chaos.runtime.shell import Shell
+
+    exp = _experiment(tmp_path, users, [{"kind": "hang-rank", "rank": 1, "trigger": {"at_step": 5}}], [])
+    doc = yaml.safe_load(exp.read_text())
+    doc["workload"]["args"]["steps"] = 2000
+    exp.write_text(yaml.safe_dump(doc, sort_keys=False))
+    env = {**os.environ, "CHAOS_STATE_DIR": str(tmp_path / "state")}
+    with open(tmp_path / "harness.out", "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "chaos", "run", str(exp), "--runs-dir", str(tmp_path / "runs")],
+                                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            logs = list((tmp_path / "runs").glob("*/harness.jsonl"))
+            if logs and '"fault_inject"' in logs[0].read_text():
+                break
+            assert proc.poll() is None, (tmp_path / "harness.out").read_text()[-2000:]
+            assert time.monotonic() < deadline, "the hang was never injected"
+            time.sleep(0.3)
+        run_dir = logs[0].parent
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+        assert _ours(users), "the run's Jobs went with the harness: nothing was left for cleanup to prove"
+        left = [what for _, what in Ledger(run_dir).leftovers(Shell())]
+        assert any("jobs-left" in w for w in left) and any("running" in w for w in left), left
+        res = subprocess.run([sys.executable, "-m", "chaos", "cleanup", str(run_dir)], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=240)
+        assert res.returncode == 0, f"{res.stdout}\n{res.stderr}"
+        assert _ours(users) == [] and Ledger(run_dir).leftovers(Shell()) == []
+        # The stopped rank was resumed through the user's API (an exec of the step module), then the Jobs deleted.
+        assert "chaos.kube.ctl exec" in res.stdout and "SIGCONT" in res.stdout and "delete-jobs" in res.stdout, \
+            res.stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()

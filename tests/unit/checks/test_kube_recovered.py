@@ -52,7 +52,34 @@ def test_a_deleted_pod_replaced_by_a_new_one_passes_with_how_and_how_long() -> N
     r = judge(start() + [seen(16.0, "node1", "j-n1-b", "u2")], pod_delete())
     assert r.verdict == "pass", r.reason
     assert r.figures["pod-delete#0"]["nodes"]["node1"] == {"how": "a new pod", "back_s": 6.0, "pod": "j-n1-b",
-                                                           "restart_count": 0}
+                                                           "restart_count": 0, "job_failed": None,
+                                                           "backoff_limit": None}
+
+
+def job(t: float, node: str, failed: int, gave_up: str | None = None, **extra: Any) -> dict[str, Any]:
+    return {"ev": "kube_job", "t": t, "source": "harness", "node": node, "job": f"j-{node}", "active": 1,
+            "failed": failed, "succeeded": 0, "gave_up": gave_up, **extra}
+
+
+def test_the_jobs_own_account_of_its_failures_is_in_the_figures() -> None:
+    limited = [{**r, "backoff_limit": 2} for r in launches("Never")]
+    r = judge(limited + start()[2:] + [job(1.0, "node1", 0), job(12.0, "node1", 1), seen(16.0, "node1", "j-n1-b", "u2"),
+                                      job(20.0, "node1", 2)], container_kill())
+    assert r.verdict == "pass", r.reason
+    figs = r.figures["container-kill#0"]["nodes"]["node1"]
+    assert (figs["job_failed"], figs["backoff_limit"]) == (1, 2), figs  # by the time it was back, not after
+    assert "its Job counted 1 failed pod(s), backoffLimit 2" in r.reason
+
+
+def test_a_job_that_gave_up_is_named_as_the_reason_the_node_never_came_back() -> None:
+    limited = [{**r, "backoff_limit": 0} for r in launches("Never")]
+    r = judge(limited + start()[2:] + [job(12.0, "node1", 1, "BackoffLimitExceeded")], container_kill())
+    assert r.verdict == "fail" and "its Job gave up (BackoffLimitExceeded: 1 failed pod(s), backoffLimit 0)" \
+        in r.reason, r.reason
+    # The give-up of another node, or one a rank claims, is not this node's reason.
+    forged = [job(12.0, "node0", 1, "BackoffLimitExceeded"), {**job(12.0, "node1", 1, "X"), "source": "workload"}]
+    r = judge(limited + start()[2:] + forged, container_kill())
+    assert r.verdict == "fail" and "gave up, or the kubelet left it dead" in r.reason, r.reason
 
 
 def test_a_deleted_pod_never_recreated_fails() -> None:
