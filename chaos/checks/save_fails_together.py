@@ -17,7 +17,9 @@ Judged for each ``write-error`` fault from the harness's own record of what the 
 * the save itself reaches an outcome within ``max_s`` (a ``ckpt_error`` or commit of its step, a later
   save, the attempt's end): an asynchronous writer can hang while training steps on;
 * the save is not committed while the fault was still failing writes (a commit after the fault was
-  released may be a retry that wrote everything, and the checkpoint checks judge what it holds): FAIL.
+  released may be a retry that wrote everything, and the checkpoint checks judge what it holds): FAIL;
+* a save given up was given up by every rank: each rank's own ``ckpt_error`` of it, or its process's end.
+  Moving on alone does not prove it (a rank that trains on may take the save for a good one): INCONCLUSIVE.
 
 INCONCLUSIVE: no write-error fault; its record lists no failed write (the globs matched no file the
 job wrote while it acted); no ``ckpt_begin`` before a failure (which save it struck is unknown); no
@@ -168,13 +170,25 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
                 return "inconclusive", (f"step {step} of attempt {attempt}: {what}, and the save was committed after "
                                         f"the fault ended with no sign of a retry (no ckpt_error or new ckpt_begin "
                                         f"of it): whether the failed part was written again is unknown")
+        if not commits:
+            # Moving on is not agreeing: a rank that trains on without a word may take the save for a good one. Each
+            # rank's own ckpt_error of the save (or its process's end) says it gave the save up too.
+            gave_up = {r.rank for r in h.of("ckpt_error", attempt=attempt) if r.get("step") == step and r.t > t_fail}
+            silent = [rank for rank in ranks if rank not in gave_up and rank not in exits]
+            if silent:
+                told = f"only rank(s) {', '.join(map(str, sorted(gave_up)))} reported" if gave_up else "no rank reported"
+                return "inconclusive", (f"step {step} of attempt {attempt}: {what}; every rank moved on, but {told} "
+                                        f"the save failed (ckpt_error): whether rank(s) {', '.join(map(str, silent))} "
+                                        f"took it for a good one is unknown; emit ckpt_error on every rank that "
+                                        f"gives a save up")
         stuck = [r for r in h.of("stuck", "timeout") if r.get("source") == "harness" and r.t > t_fail]
         if stuck:
             return "inconclusive", (f"step {step} of attempt {attempt}: {what}; every rank moved on, but the run "
                                     f"was then {stuck[0].ev} ({stuck[0].t - t_fail:.1f} s later): whether the save "
                                     f"left it hung is unknown")
         ended = ("committed after the fault ended" if commits else
-                 "given up (ckpt_error)" if any(e.get("step") == step for e in h.of("ckpt_error", attempt=attempt))
+                 "given up by every rank (ckpt_error)" if any(e.get("step") == step
+                                                             for e in h.of("ckpt_error", attempt=attempt))
                  else "never committed")
         return "pass", (f"step {step} of attempt {attempt}: {what}; every rank moved on within {slowest[0]:.2f} s "
                         f"(slowest rank {slowest[1]}: {slowest[2]}); the save was {ended}")

@@ -15,7 +15,7 @@ renames the temporary directory to ``step_<s>``, fsyncs ``<ckpt_dir>``, replaces
 atomically -> rank 0 broadcasts the outcome. A failed attempt removes its temporary directory and
 is retried with backoff (tenacity); when every attempt failed the save is abandoned with a
 ``ckpt_error`` event and training continues on the previous checkpoint. Events: rank 0 emits
-``ckpt_begin``/``ckpt_durable``/``ckpt_commit``/``ckpt_error``/``ckpt_reject``; every rank emits ``ckpt_load``.
+``ckpt_begin``/``ckpt_durable``/``ckpt_commit``/``ckpt_reject``; every rank emits ``ckpt_load`` and ``ckpt_error``.
 """
 
 from __future__ import annotations
@@ -328,8 +328,9 @@ class CheckpointManager:
             nbytes = retrying(self._attempt, step, staged, comm, final)
         except SaveFailed as exc:
             result = SaveResult(step, final, ok=False, seconds=time.monotonic() - started, error=str(exc))
-            if rank0:
-                self.events.ckpt_error(step, str(final), result.error)
+            # Every rank says it gave the save up (the agreement above made it fail on all): the proof that the
+            # ranks agreed, which a rank merely training on would not be (save_fails_together).
+            self.events.ckpt_error(step, str(final), result.error)
             log.error("checkpoint step %d abandoned after %d attempts: %s", step, self.retries, exc)
             self.results.append(result)
             return result

@@ -24,13 +24,14 @@ def rec(ev: str, t: float, rank: int | None = 0, **fields: Any) -> dict[str, Any
 
 def truth() -> list[dict[str, Any]]:
     """Steps 1-25 on two ranks; the step-20 save: rank 1's rng_rank1.pt fails (EIO) three times (retries), the save
-    is abandoned (rank 0's ckpt_error), both ranks train on; the fault is released at t=40 and step 30 commits."""
+    is abandoned (each rank's ckpt_error), both ranks train on; the fault is released at t=40 and step 30 commits."""
     out = [rec("start", 0.0, r, local_rank=r) for r in (0, 1)]
     for step in range(1, 31):
         for r in (0, 1):
             out.append(rec("step", float(step), r, step=step, epoch=0))
     out.append(rec("ckpt_begin", 20.1, 0, step=20, path="/c/step_000020"))
-    out.append(rec("ckpt_error", 21.0, 0, step=20, path="/c/step_000020", error="rank 1: OSError: [Errno 5]"))
+    for r in (0, 1):  # every rank gives the save up, as the agreement made it fail on all
+        out.append(rec("ckpt_error", 21.0, r, step=20, path="/c/step_000020", error="rank 1: OSError: [Errno 5]"))
     out.append(rec("ckpt_begin", 30.1, 0, step=30, path="/c/step_000030"))
     out.append(rec("ckpt_commit", 30.5, 0, step=30, path="/c/step_000030", bytes=10, seconds=0.4))
     failures = [{"t": 20.2 + 0.3 * i, "op": "create", "path": f".tmp-step_000020-{i}/rng_rank1.pt", "errno": "EIO"}
@@ -54,7 +55,7 @@ def judge(records: list[dict[str, Any]], f: FaultRecord | None = None, **cfg: An
 def test_the_truth_passes_and_says_how_the_save_ended() -> None:
     r = judge(truth())
     assert r.verdict == "pass", r.reason
-    assert "failed 3 write(s) in 1 save(s)" in r.reason and "given up (ckpt_error)" in r.reason
+    assert "failed 3 write(s) in 1 save(s)" in r.reason and "given up by every rank (ckpt_error)" in r.reason
 
 
 def test_a_rank_waiting_in_the_save_past_the_bound_fails() -> None:
@@ -136,3 +137,19 @@ def test_a_workload_line_claiming_to_be_the_filesystem_is_not_evidence() -> None
     """The failures come only from the harness's record: a rank's own 'slowfs' line is not read."""
     forged = [dict(r, source="rank") if r["ev"] == "slowfs" else r for r in truth()]
     assert judge(forged).verdict == "inconclusive"
+
+
+def test_a_rank_that_trains_on_without_giving_the_save_up_is_not_proof_of_agreement() -> None:
+    """Moving on is not agreeing: rank 1 stepping past the save with no ckpt_error of its own may have taken it for a
+    good one (only rank 0 knew it failed). Nor does its ckpt_error of another save, or one from before the failure."""
+    only_rank0 = [r for r in truth() if not (r["ev"] == "ckpt_error" and r["rank"] == 1)]
+    r = judge(only_rank0)
+    assert r.verdict == "inconclusive" and "only rank(s) 0 reported" in r.reason and "rank(s) 1 took it" in r.reason, \
+        r.reason
+    for wrong in ({"step": 10}, {"t": 20.0}):
+        lie = [({**r, **wrong} if r["ev"] == "ckpt_error" and r["rank"] == 1 else r) for r in truth()]
+        assert judge(sorted(lie, key=lambda r: r["t"])).verdict == "inconclusive", wrong
+    # A rank whose process ended (the harness saw it exit) needs no word of its own.
+    exited = only_rank0 + [{"ev": "worker_exit", "t": 22.0, "source": "harness", "attempt": A, "rank": 1,
+                            "worker_pid": 101, "node": "local"}]
+    assert judge(sorted(exited, key=lambda r: r["t"])).verdict == "pass"
