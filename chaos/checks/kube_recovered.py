@@ -9,7 +9,8 @@ restart count, time) and ``node_launch`` (each node's restartPolicy), for each `
 * after it, that node ran a container again within ``max_s``: a new pod (the Job controller replaced the
   deleted, evicted or failed one) or the same pod with a higher restart count than the struck container's (the
   kubelet restarted it in place); never the struck pod or container itself (what the fault's record names). A
-  drain's new pods count from the node's uncordon (they cannot start before) and its bound runs from there;
+  drain's new pods on the drained node count from its uncordon (they cannot start there before) and its bound
+  runs from there; a new pod on another node of the cluster counts at once;
 * the way matches the policy: a deleted or evicted pod is replaced by a new one; a killed container is
   restarted in place under ``OnFailure`` and replaced by a new pod under ``Never``. A pod that was never
   recreated (the Job gave up: backoffLimit used up) or a container the kubelet left dead fails.
@@ -104,7 +105,10 @@ class KubeRecovered(Check, kind="kube_recovered"):
             struck_uid = (details["pod_uid"] if isinstance(details.get("pod_uid"), str)
                           else named[0] if named else base.get("pod_uid"))
             count = max(_count(base), details["restart_count"] if isinstance(details.get("restart_count"), int) else 0)
-            after = [r for r in seen if r.get("node") == node and r.t > t0 and r.t >= start
+            # The uncordon bounds only what runs on the drained node: on a cluster of several, an evicted pod's
+            # replacement may start elsewhere at once (a record that does not say where is taken as the drained one).
+            after = [r for r in seen if r.get("node") == node and r.t > t0
+                     and (r.t >= start or r.get("k8s_node") not in (None, details.get("node")))
                      and r.get("pod") not in struck_pods and r.get("container") != details.get("container")
                      and (r.get("pod_uid") != struck_uid or _count(r) > count)]
             jobs = [r for r in h.of("kube_job") if r.get("source") == "harness" and r.get("node") == node]
@@ -129,9 +133,10 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if how != expected:
                 return (f"{node} came back as {how}, but {fault.kind} under restartPolicy {policies.get(node)} "
                         f"should be {expected}"), figs
-            waited = back.t - start
+            since_t = start if back.get("k8s_node") in (None, details.get("node")) else t0
+            waited = back.t - since_t
             if waited > self.config.max_s:
-                since = "the uncordon" if start > t0 else "the fault"
+                since = "the uncordon" if since_t > t0 else "the fault"
                 return f"{node} ran again {waited:.1f} s after {since} (bound {self.config.max_s:g} s)", figs
         return None, figs
 

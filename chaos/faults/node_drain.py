@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
 from chaos.errors import FaultError
 from chaos.faults._kube import KubeNodeConfig, KubeNodeFault
+from chaos.kube.ctl import CORDONED_BY
 from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command
@@ -38,14 +40,14 @@ class NodeDrain(KubeNodeFault, kind="node-drain"):
 
     def plan(self, run: RunContext) -> list[str]:
         c: NodeDrainConfig = self.config  # type: ignore[assignment]
-        return [f"PATCH the node of node{c.node}'s pod spec.unschedulable=true; POST an Eviction (policy/v1beta1) "
+        return [f"PATCH the node of node{c.node}'s pod spec.unschedulable=true; POST an Eviction (policy/v1, or v1beta1) "
                 f"for each of the run's pods on it; {c.duration_s:g} s later PATCH spec.unschedulable=null"]
 
     def inject(self, run: RunContext) -> dict[str, Any]:
         c: NodeDrainConfig = self.config  # type: ignore[assignment]
         target: Any = run.target
         cluster = target.cluster
-        node = target.pod_of(f"node{c.node}").spec.node_name
+        node = target.pod_of(f"node{c.node}").spec.node_name  # FaultError where the API cannot say
         if not node:
             raise FaultError(f"{self.label}: node{c.node}'s pod is not scheduled on a node yet")
         core = cluster.core()
@@ -58,23 +60,41 @@ class NodeDrain(KubeNodeFault, kind="node-drain"):
             raise FaultError(f"{self.label}: reading node {node} failed: {exc}") from None
         ctl = [sys.executable, "-m", "chaos.kube.ctl"]
         ctx = ["--context", cluster.context] if getattr(cluster, "context", None) else []
-        run.ledger.push(self.owner, Command(ctl + ["uncordon", str(cluster.kubeconfig), node] + ctx,
-                                            only_if=ctl + ["cordoned", str(cluster.kubeconfig), node] + ctx))
+        if target.local:
+            ctx.append("--gone-if-unreachable")
+        owner = target.prefix(run)
+        where = [str(Path(cluster.kubeconfig).resolve()), node, owner]
+        run.ledger.push(self.owner, Command(ctl + ["uncordon", *where, *ctx], only_if=ctl + ["cordoned", *where, *ctx]))
         try:
-            core.patch_node(node, {"spec": {"unschedulable": True}})
+            # The cordon names its owner: the undo ends only a cordon of the run's own (ctl.CORDONED_BY).
+            core.patch_node(node, {"metadata": {"annotations": {CORDONED_BY: owner}}, "spec": {"unschedulable": True}},
+                            _request_timeout=10)
         except api_errors() as exc:
             raise FaultError(f"{self.label}: the API server refused to cordon node {node}: {exc}") from None
         evicted = []
         for pod in target.pods():
             if pod.spec.node_name != node or pod.metadata.deletion_timestamp is not None:
                 continue
-            body: dict[str, Any] = {"apiVersion": "policy/v1beta1", "kind": "Eviction",
-                                    "metadata": {"name": pod.metadata.name, "namespace": cluster.namespace}}
-            if c.grace_s is not None:
-                body["deleteOptions"] = {"gracePeriodSeconds": c.grace_s}
-            try:
-                core.create_namespaced_pod_eviction(pod.metadata.name, cluster.namespace, body)
-            except api_errors() as exc:
-                raise FaultError(f"{self.label}: evicting pod {pod.metadata.name} failed: {exc}") from None
+            evict(core, pod.metadata.name, cluster.namespace, c.grace_s, self.label)
             evicted.append(pod.metadata.name)
         return {"node": node, "evicted": evicted, "cordoned_s": c.duration_s}
+
+
+def evict(core: Any, name: str, namespace: str, grace_s: int | None, label: str) -> None:
+    """POST an Eviction: policy/v1 (Kubernetes 1.22 on), else policy/v1beta1 (the local 1.20, deprecated since)."""
+    from kubernetes.client.exceptions import ApiException
+
+    for version in ("policy/v1", "policy/v1beta1"):
+        body: dict[str, Any] = {"apiVersion": version, "kind": "Eviction",
+                                "metadata": {"name": name, "namespace": namespace}}
+        if grace_s is not None:
+            body["deleteOptions"] = {"gracePeriodSeconds": grace_s}
+        try:
+            core.create_namespaced_pod_eviction(name, namespace, body, _request_timeout=10)
+            return
+        except ApiException as exc:
+            if exc.status in (400, 404, 415) and version == "policy/v1":
+                continue  # a server that does not know this version of the kind
+            raise FaultError(f"{label}: evicting pod {name} failed: {exc.status} {exc.reason}") from None
+        except api_errors() as exc:
+            raise FaultError(f"{label}: evicting pod {name} failed: {exc}") from None

@@ -1,8 +1,10 @@
 """The few API calls an undo replays, as a command (the ledger stores commands, and ``chaos cleanup`` may run
 long after the harness that cordoned a node or created a Job is gone):
 
-    python -m chaos.kube.ctl uncordon KUBECONFIG NODE [--context C]       make NODE schedulable again
-    python -m chaos.kube.ctl cordoned KUBECONFIG NODE [--context C]       exit 0 if NODE is still cordoned
+    python -m chaos.kube.ctl uncordon KUBECONFIG NODE OWNER [--context C]
+                                 make NODE schedulable again, only while the cordon is OWNER's (its annotation)
+    python -m chaos.kube.ctl cordoned KUBECONFIG NODE OWNER [--context C]
+                                 exit 0 if NODE is still cordoned by OWNER
     python -m chaos.kube.ctl delete-jobs KUBECONFIG NS SELECTOR [--context C]
                                  delete the run's Jobs (SELECTOR, e.g. chaos/run=chaos-ab12) and wait for their pods
     python -m chaos.kube.ctl jobs-left KUBECONFIG NS SELECTOR [--context C]
@@ -10,6 +12,10 @@ long after the harness that cordoned a node or created a Job is gone):
     python -m chaos.kube.ctl exec KUBECONFIG NS POD CONTAINER [--context C] -- ARGV...
                                  run ARGV in the container (a SIGCONT to a stopped rank); exit with its code
     python -m chaos.kube.ctl running KUBECONFIG NS POD [--context C]       exit 0 if POD is running
+
+A probe that cannot reach the cluster, or is refused, answers "still there" (but ``--gone-if-unreachable``: the run's
+own local cluster, down once its teardown ran): a cleanup then reports what it could
+not undo rather than taking it for done. Only the API's own "not found" of the pod or node means gone.
 """
 
 from __future__ import annotations
@@ -18,7 +24,10 @@ import argparse
 import sys
 from typing import Any
 
-ARGS = {"uncordon": ("node",), "cordoned": ("node",), "delete-jobs": ("namespace", "selector"),
+CORDONED_BY = "chaos/cordoned-by"
+"""The annotation a drain's cordon carries: only a cordon of the run's own is undone (an operator may cordon the
+node for their own reasons meanwhile)."""
+ARGS = {"uncordon": ("node", "owner"), "cordoned": ("node", "owner"), "delete-jobs": ("namespace", "selector"),
         "jobs-left": ("namespace", "selector"), "exec": ("namespace", "pod", "container"),
         "running": ("namespace", "pod")}
 PROBES = {"cordoned", "jobs-left", "running"}
@@ -39,6 +48,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         for name in names:
             s.add_argument(name)
         s.add_argument("--context", default=None)
+        s.add_argument("--gone-if-unreachable", action="store_true",
+                       help="the run's own local cluster: unreachable after the run means its teardown ran")
     args = p.parse_args(argv)
     args.argv = rest
     return args
@@ -57,10 +68,15 @@ def act(args: argparse.Namespace) -> int:
 
     api = config.new_client_from_config(config_file=args.kubeconfig, context=args.context)
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
-    if args.verb == "cordoned":
-        return 0 if core.read_node(args.node, _request_timeout=10).spec.unschedulable else 1
-    if args.verb == "uncordon":
-        core.patch_node(args.node, {"spec": {"unschedulable": None}}, _request_timeout=10)
+    if args.verb in ("cordoned", "uncordon"):
+        node = core.read_node(args.node, _request_timeout=10)
+        ours = (node.metadata.annotations or {}).get(CORDONED_BY) == args.owner
+        if args.verb == "cordoned":
+            return 0 if ours and node.spec.unschedulable else 1
+        if ours:  # the resourceVersion: a cordon someone made since the read is not undone blindly
+            core.patch_node(args.node, {"metadata": {"annotations": {CORDONED_BY: None},
+                                                     "resourceVersion": node.metadata.resource_version},
+                                        "spec": {"unschedulable": None}}, _request_timeout=10)
         return 0
     if args.verb == "jobs-left":
         return 0 if _selected(core, batch, args.namespace, args.selector) else 1
@@ -86,18 +102,25 @@ def act(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    from chaos.kube.minicluster import api_errors
+    from kubernetes.client.exceptions import ApiException
     from kubernetes.config.config_exception import ConfigException
+
+    from chaos.kube.minicluster import api_errors
 
     try:
         return act(args)
+    except ApiException as exc:
+        if exc.status == 404 and args.verb in PROBES:  # the pod or node itself is gone: nothing left to undo on it
+            return 1
+        print(f"chaos.kube.ctl {args.verb}: {exc.status} {exc.reason}", file=sys.stderr)
+        return 0 if args.verb in PROBES else 3
     except (*api_errors(), ConfigException) as exc:
-        # The cluster is gone (a local one's teardown ran first) or refuses: a probe says "nothing to undo" for a
-        # node and "still there" for Jobs it cannot see, so a cleanup reports what it cannot prove gone.
+        if args.gone_if_unreachable:  # the run's own throwaway cluster is down: nothing of it is left to undo
+            return 1 if args.verb in PROBES else 0
+        # The cluster cannot be reached or refuses (an expired token, a network down): what a probe cannot see is
+        # still there, so the undo is tried and a cleanup reports what it could not do.
         print(f"chaos.kube.ctl {args.verb}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        if args.verb in PROBES:
-            return 0 if args.verb == "jobs-left" else 1
-        return 3
+        return 0 if args.verb in PROBES else 3
 
 
 if __name__ == "__main__":

@@ -36,8 +36,11 @@ class Permission:
 RUN = (Permission("create", "jobs", "batch"), Permission("list", "jobs", "batch"),
        Permission("delete", "jobs", "batch"), Permission("list", "pods"))
 """What every run does: create its Jobs, follow them and their pods, delete them at the end."""
-EXEC = (Permission("create", "pods", subresource="exec"),)
-"""What reaching the ranks takes: listing and signalling them inside the pods' containers."""
+EXEC = (Permission("get", "pods", subresource="exec"), Permission("create", "pods", subresource="exec"),
+        Permission("get", "pods"))
+"""What reaching the ranks takes: listing and signalling them inside the pods' containers. The client execs over a
+websocket, a GET (authorized as ``get pods/exec`` before Kubernetes 1.35, also ``create`` from then on: both asked);
+``get pods``: the undo's probe that the pod still runs."""
 
 EXISTING_FAULTS: dict[str, tuple[Permission, ...]] = {
     "pod-delete": (Permission("delete", "pods"),),
@@ -63,7 +66,8 @@ class ExistingCluster:
     """No single node: a fault names the job node whose Kubernetes node it acts on."""
 
     def __init__(self, kubeconfig: str | None, context: str | None, namespace: str) -> None:
-        self.kubeconfig = Path(kubeconfig).expanduser() if kubeconfig else default_kubeconfig()
+        # Absolute: the ledger's undo commands may run from another directory (chaos cleanup).
+        self.kubeconfig = (Path(kubeconfig).expanduser() if kubeconfig else default_kubeconfig()).resolve()
         self.context = context
         self.namespace = namespace
         self._api: Any = None
@@ -148,19 +152,36 @@ class ExistingCluster:
         from kubernetes import client
         from kubernetes.stream import stream
 
+        from kubernetes.client.exceptions import ApiException
+
         # A client of its own: the stream helper swaps the client's transport while it runs.
+        import websocket
+
         core = client.CoreV1Api(self._client())
+        before = websocket.getdefaulttimeout()
+        websocket.setdefaulttimeout(timeout_s)  # the connection's own: the client passes none
         try:
             ws = stream(core.connect_get_namespaced_pod_exec, pod, self.namespace, container=container, command=argv,
                         stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+        except ApiException as exc:
+            # The client wraps whatever interrupted the connection, the harness's own Ctrl-C included: that goes on.
+            cause = exc.__context__
+            if exc.status == 0 and cause is not None and not isinstance(cause, api_errors()):
+                raise cause from None
+            raise FaultError(f"exec in pod {pod} failed: {str(exc)[:300]}") from None
         except api_errors() as exc:
             raise FaultError(f"exec in pod {pod} failed: {type(exc).__name__}: {str(exc)[:300]}") from None
+        finally:
+            websocket.setdefaulttimeout(before)
         try:
             ws.run_forever(timeout=timeout_s)
             if ws.is_open():
                 return None, ws.read_stdout(), ws.read_stderr()
             out, err = ws.read_stdout(), ws.read_stderr()
             return ws.returncode, out, err
+        except (*api_errors(), TypeError, KeyError, ValueError) as exc:  # a pod gone mid-exec: no status, or not a code
+            raise FaultError(f"exec in pod {pod} ended without an exit status: {type(exc).__name__}: "
+                             f"{str(exc)[:200]}") from None
         finally:
             ws.close()
 

@@ -49,7 +49,12 @@ def load_template(path: Path) -> dict[str, Any]:
     if not agent.get("image"):
         raise CapabilityError(f"{where}: container {agent.get('name', '#0')} has no image")
     meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
-    return {"metadata": {k: v for k, v in meta.items() if k in ("labels", "annotations")}, "spec": spec}
+    kept = {k: v for k, v in meta.items() if k in ("labels", "annotations") and isinstance(v, dict)}
+    # A Job exported from a cluster (kubectl get job -o yaml) carries its controller's labels in the template: a new
+    # Job with them fails validation (its selector is generated), so they go.
+    kept["labels"] = {k: v for k, v in (kept.get("labels") or {}).items()
+                      if k not in ("controller-uid", "job-name") and not k.startswith("batch.kubernetes.io/")}
+    return {"metadata": kept, "spec": spec}
 
 
 def agent_container(containers: list[dict[str, Any]]) -> dict[str, Any]:

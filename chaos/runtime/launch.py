@@ -50,8 +50,9 @@ def script_args(args: dict) -> list[str]:
     return out
 
 
-def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executable) -> list[str]:
-    """The command that starts one node's agent."""
+def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executable, resolve: bool = True) -> list[str]:
+    """The command that starts one node's agent. ``resolve``: a ``command``'s program found as this host runs it
+    (False: as written, for a machine of its own, e.g. a user's container image)."""
     exp = run.experiment
     w = exp.workload
     if w.command is not None:
@@ -61,7 +62,7 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
             "node_rank": str(rdzv.node_rank), "master_addr": rdzv.host,
         }
         argv = [_substitute(part, subs) for part in w.command]
-        return [resolve_command(argv[0]), *argv[1:]]
+        return [resolve_command(argv[0]) if resolve else argv[0], *argv[1:]]
     argv = [python, "-m", LAUNCHER_MODULES[w.launcher],
             "--nproc-per-node", str(w.nproc_per_node),
             "--max-restarts", str(w.max_restarts),

@@ -16,13 +16,9 @@ Jobs, asks for every permission first, and reaches the ranks through the API (ex
 from __future__ import annotations
 
 import importlib.util
-import json
 import shlex
-import signal as _signal
 import sys
 import time
-from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from chaos.errors import CapabilityError, FaultError, HarnessError
@@ -31,13 +27,13 @@ from chaos.kube.ctl import WAIT_PODS_S
 from chaos.kube.existing import EXISTING_FAULTS, RUN, ExistingCluster, Permission
 from chaos.kube.jobs import job_code, job_state
 from chaos.kube.minicluster import api_errors
+from chaos.kube.ranks import RanksByExec
 from chaos.kube.template import AGENT, agent_container, host_template, load_template, pod_template
 from chaos.runtime.context import RunContext
 from chaos.runtime.hostimage import ensure_host_image
-from chaos.runtime.launch import Rendezvous, protocol_env, workload_argv, workload_env
+from chaos.runtime.launch import Rendezvous, protocol_env, workload_argv, workload_cwd, workload_env
 from chaos.runtime.network import run_names
 from chaos.runtime.node import Node
-from chaos.runtime.processes import Worker
 from chaos.runtime.undo import Command
 from chaos.spec.workload import resolve_path
 from chaos.targets.base import ClusterModes, Target, require_shared_dir
@@ -47,8 +43,6 @@ __all__ = ["Kubernetes", "KubernetesConfig", "job_code"]
 
 POLL_S = 0.25
 """How often the Jobs and pods are read: a pod's new container is a root of the run's tree within this."""
-STEPS = "chaos.slurm.steps"
-"""The module that lists and signals a node's ranks where it runs (Slurm's srun steps run it too)."""
 
 
 class KubeNode(Node):
@@ -60,7 +54,7 @@ class KubeNode(Node):
         return self.code
 
 
-class Kubernetes(ClusterModes, Target, kind="kubernetes"):
+class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
     """Each node a batch/v1 Job of one pod running torchrun, on a throwaway local Kubernetes (root, docker and the
     build of scripts/kube-build.sh) or on your cluster through its kubeconfig (cluster: existing)."""
 
@@ -71,6 +65,7 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
         super().__init__(config)
         self.cluster: Any = None
         self.template: dict[str, Any] = {}
+        self.agent_name = AGENT
         self.image_ref = ""
         self.port = config.rdzv_port
         self._read_at = 0.0
@@ -156,7 +151,7 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
         rdzv = Rendezvous(standalone=False, host=str(c.rdzv_host), port=c.rdzv_port, nnodes=str(c.nodes),
                           node_rank=k, run_id=self.prefix(run), local_addr=None,
                           rdzv_conf={"is_host": "true" if k == 0 else "false"})
-        return workload_argv(run, rdzv, python=c.python)
+        return workload_argv(run, rdzv, python=c.python, resolve=False)  # a command names the image's programs
 
     def prepare(self, run: RunContext) -> None:
         self.run = run
@@ -183,8 +178,14 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
         self.template = host_template(run, self.image_ref)
 
     def _env(self, run: RunContext, node: str) -> dict[str, str]:
-        # A user's pod gets what the protocol and the experiment set, not this host's whole environment.
-        return workload_env(run, node) if self.local else protocol_env(run, node)
+        # A user's pod gets what the protocol and the experiment set, not this host's whole environment, nor this
+        # host's PYTHONPATH (the image has the package installed; in-step faults, which need it, are not admitted).
+        if self.local:
+            return workload_env(run, node)
+        env = protocol_env(run, node)
+        if "PYTHONPATH" not in run.experiment.workload.env:
+            env.pop("PYTHONPATH")
+        return env
 
     def _start(self, run: RunContext, node: str, argv: list[str]) -> str:
         """The pod's command. Each container a node starts is a launch of its own (CHAOS_LAUNCH, counted in the run
@@ -205,9 +206,6 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
                 f"trap 'kill -TERM $a; t=1' TERM INT; wait $a; rc=$?; "
                 f"if [ -n \"$t\" ]; then wait $a; rc=$?; fi; exit $rc")
 
-    def agent_pidfile(self, run: RunContext, node: str) -> Path:
-        return run.run_dir.resolve() / "kube" / f"agent-{node}.pid"
-
     def launch(self, run: RunContext) -> list[Node]:
         from kubernetes import client
 
@@ -219,16 +217,22 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
             ctx = ["--context", c.context] if c.context else []
             run.ledger.push("target", Command(ctl + ["delete-jobs", *where, *ctx],
                                               only_if=ctl + ["jobs-left", *where, *ctx], timeout_s=WAIT_PODS_S + 30))
+        self.agent_name = agent_container(self.template["spec"]["containers"]).get("name") or AGENT
         self.nodes = []
         for k in range(c.nodes):
             name = self.job_name(run, k)
             node = KubeNode(name=f"node{k}", rank=k, address=c.rdzv_host or "127.0.0.1", info={"job": name})
             labels = {"chaos/run": self.prefix(run), "chaos/node": node.name}
             env = self._env(run, node.name)
-            pod = pod_template(self.template, labels=labels, command=["/bin/sh", "-c",
-                               self._start(run, node.name, self._argv(run, k))], env=env,
+            # The kubelet expands $(VAR) in a command and a variable's value, and makes $$ a $: every $ is doubled,
+            # so the shell gets the script, and a workload its arguments, as written.
+            pod = pod_template(self.template, labels=labels, command=["/bin/sh", "-c", self._start(
+                               run, node.name, self._argv(run, k)).replace("$", "$$")],
+                               env={k: v.replace("$", "$$") for k, v in env.items()},
                                restart_policy=c.restart_policy, grace_s=c.grace_s)
             if not self.local:
+                if workload_cwd(run):  # the experiment's own working directory, as the image has it
+                    agent_container(pod["spec"]["containers"])["workingDir"] = workload_cwd(run)
                 agent_container(pod["spec"]["containers"])["env"].insert(0, {
                     "name": "CHAOS_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
             job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
@@ -246,11 +250,17 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
         return self.nodes
 
     # ------------------------------------------------------------------ what the cluster says
-    def pods(self) -> list[Any]:
-        """The run's pods (its label), newest last."""
+    def pods(self, raw: bool = False) -> list[Any]:
+        """The run's pods (its label), newest last; the API's errors as a FaultError (a fault that could not act),
+        or as they are (``raw``: the poll, which reads again)."""
         assert self.run is not None
-        items = self.cluster.core().list_namespaced_pod(self.cluster.namespace, label_selector=self.selector(self.run),
-                                                        _request_timeout=5).items
+        try:
+            items = self.cluster.core().list_namespaced_pod(
+                self.cluster.namespace, label_selector=self.selector(self.run), _request_timeout=5).items
+        except api_errors() as exc:
+            if raw:
+                raise
+            raise FaultError(f"listing the run's pods failed: {type(exc).__name__}: {str(exc)[:300]}") from None
         return sorted(items, key=lambda p: p.metadata.creation_timestamp)
 
     def pod_of(self, node: str) -> Any:
@@ -261,12 +271,11 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
             raise FaultError(f"no live pod of {node} in namespace {self.cluster.namespace}")
         return live[-1]
 
-    @staticmethod
-    def agent_status(pod: Any) -> Any:
-        """The running agent container's status in ``pod`` (None: not running)."""
-        statuses = pod.status.container_statuses or []
-        named = [s for s in statuses if s.name == AGENT] or statuses[:1]
-        return next((s for s in named if s.state.running is not None and s.container_id), None)
+    def agent_status(self, pod: Any) -> Any:
+        """The running agent container's status in ``pod`` (None: not running), by its name: the kubelet lists a
+        pod's containers by name, not in the template's order, so a sidecar may come first."""
+        return next((s for s in pod.status.container_statuses or [] if s.name == self.agent_name
+                     and s.state.running is not None and s.container_id), None)
 
     @staticmethod
     def container_id(status: Any) -> str:
@@ -283,7 +292,7 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
         try:
             jobs = client.BatchV1Api(self.cluster.api).list_namespaced_job(
                 self.cluster.namespace, label_selector=self.selector(run), _request_timeout=5).items
-            pods = self.pods()
+            pods = self.pods(raw=True)
         except api_errors() as exc:  # the API server under load: read again at the next poll
             run.log("kube_read_error", error=f"{type(exc).__name__}: {exc}"[:300])
             return
@@ -334,80 +343,6 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
             self._read(self.run)
         return 1 if any(n.poll() == 1 for n in self.nodes) else super().exit_code()
 
-    # ------------------------------------------------------------------ the ranks, through the API (existing)
-    def _exec(self, pod: Any, argv: list[str], what: str) -> str:
-        status = self.agent_status(pod)
-        name = status.name if status is not None else AGENT
-        code, out, err = self.cluster.exec(pod.metadata.name, name, argv)
-        if code != 0:
-            raise FaultError(f"{what} in pod {pod.metadata.name} failed (exit {code}): {(err or out).strip()[:300]}")
-        return out
-
-    def workers(self, run: RunContext) -> list[Worker]:
-        """Live workers of the run: the process tree on the local cluster; on yours, a listing exec in every pod."""
-        if self.local:
-            return run.tree.workers()
-        out: list[tuple[str, Worker]] = []
-        for pod in self.pods():
-            node = (pod.metadata.labels or {}).get("chaos/node", "?")
-            if pod.metadata.deletion_timestamp is not None or self.agent_status(pod) is None:
-                continue
-            try:
-                answer = self._exec(pod, [self.config.python, "-m", STEPS, "list", str(run.run_dir.resolve())],
-                                    "listing the ranks")
-            except FaultError as exc:  # a pod that went between the listing and the exec
-                run.log("kube_read_error", error=str(exc)[:300])
-                continue
-            for line in answer.splitlines():
-                try:
-                    w = json.loads(line)
-                except ValueError:
-                    continue
-                if w.get("chaos_host") != node:  # a pod in its host's PID namespace sees every pod's ranks there
-                    continue
-                out.append((str(w.get("store")), Worker(
-                    pid=w["pid"], create_time=w["create_time"], rank=w["rank"], local_rank=w["local_rank"],
-                    restart_count=w["restart_count"], node=node, launch=w["launch"])))
-        # A round: the workers of one rendezvous, sharing its store (new for every round here); newest last.
-        newest = {store: max(w.create_time for s, w in out if s == store) for store, _ in out}
-        order = {store: n for n, store in enumerate(sorted(newest, key=newest.__getitem__), start=1)}
-        return [replace(w, generation=order[store]) for store, w in out]
-
-    def _step_argv(self, run: RunContext, sig: str, workers: list[Worker]) -> list[str]:
-        return [self.config.python, "-m", STEPS, "signal", str(run.run_dir.resolve()), sig,
-                *(f"{w.pid}:{w.create_time!r}" for w in workers)]
-
-    def signal(self, run: RunContext, workers: list[Worker], sig: _signal.Signals) -> list[int]:
-        """Signal ``workers`` by an exec in each one's pod; each is re-checked there to be the same process first."""
-        hit: list[int] = []
-        for node in sorted({w.node for w in workers}):
-            pod = self.pod_of(node)
-            out = self._exec(pod, self._step_argv(run, sig.name, [w for w in workers if w.node == node]),
-                             f"signalling ranks with {sig.name}")
-            try:
-                hit += json.loads(out.strip().splitlines()[-1])["hit"]
-            except (ValueError, IndexError, KeyError, TypeError):
-                raise FaultError(f"signalling ranks in pod {pod.metadata.name}: no answer ({out.strip()[:200]})") \
-                    from None
-        return hit
-
-    def signal_undo(self, run: RunContext, worker: Worker, signame: str) -> Command:
-        """A ledger entry that sends ``signame`` to ``worker`` later (a SIGCONT after a SIGSTOP), while its pod runs."""
-        pod = self.pod_of(worker.node)
-        status = self.agent_status(pod)
-        ctl = [sys.executable, "-m", "chaos.kube.ctl"]
-        ctx = ["--context", self.config.context] if self.config.context else []
-        where = [str(self.cluster.kubeconfig), self.cluster.namespace, pod.metadata.name]
-        return Command(ctl + ["exec", *where, status.name if status else AGENT, *ctx, "--",
-                              *self._step_argv(run, signame, [worker])],
-                       only_if=ctl + ["running", *where, *ctx])
-
-    def kill_agent(self, run: RunContext, pod: Any, sig: str) -> None:
-        """Signal the node's torchrun agent from inside its container (the container then ends with its status)."""
-        pid = shlex.quote(str(self.agent_pidfile(run, pod.metadata.labels["chaos/node"])))
-        self._exec(pod, ["/bin/sh", "-c", f"kill -s {sig.removeprefix('SIG')} \"$(cat {pid})\""],
-                   f"killing the agent with {sig}")
-
     # ------------------------------------------------------------------ the end
     def stop(self, run: RunContext) -> None:
         """Delete the run's Jobs (their pods with them), then whatever of the run's tree is left."""
@@ -426,7 +361,7 @@ class Kubernetes(ClusterModes, Target, kind="kubernetes"):
                 if not self.local and self.cluster.allowed(Permission("delete", "pods")):
                     for pod in self.pods():
                         self.cluster.core().delete_namespaced_pod(pod.metadata.name, self.cluster.namespace,
-                                                                  grace_period_seconds=0, _request_timeout=10)
+                                                                  grace_period_seconds=1, _request_timeout=10)
             except api_errors() as exc:
                 run.log("kube_read_error", error=f"deleting the Jobs: {type(exc).__name__}: {exc}"[:300])
         super().stop(run)

@@ -226,3 +226,18 @@ def test_malformed_fault_records_are_inconclusive_not_a_crash() -> None:
     broken = pod_delete()
     broken.details = None  # type: ignore[assignment]
     assert judge(start() + [seen(16.0, "node1", "j-n1-b", "u2")], broken).verdict != "pass"
+
+
+def test_a_drained_pods_replacement_on_another_node_counts_at_once_and_on_the_drained_node_only_after() -> None:
+    """On a cluster of several nodes, node1's evicted pod comes back on node b before the uncordon of a: that is
+    its way back (timed from the fault); the same record on the drained node a before the uncordon is not."""
+    base = launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0", k8s_node="b"),
+                                seen(2.1, "node1", "j-n1-a", "u1", k8s_node="a")]
+    f = FaultRecord(index=0, kind="node-drain", label="node-drain#0", t_inject=10.0, t_release=60.0, t_revert=90.0,
+                    details={"node": "a", "evicted": ["j-n1-a"], "cordoned_s": 50})
+    r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2", k8s_node="b")], f)
+    assert r.verdict == "pass" and r.figures["node-drain#0"]["nodes"]["node1"]["back_s"] == 4.0, r.reason
+    r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2", k8s_node="a")], f)
+    assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
+    r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2")], f)  # where it ran unknown: the uncordon bounds it
+    assert r.verdict == "fail", r.reason

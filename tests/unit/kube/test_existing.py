@@ -53,6 +53,10 @@ def test_only_faults_through_the_api_are_admitted_on_a_cluster_of_yours() -> Non
         with pytest.raises(CapabilityError, match=f"fault {kind} on an existing cluster.*acts on this host"):
             target.admit(SimpleNamespace(), kind, None)
     assert set(EXISTING_FAULTS) == {"pod-delete", "container-kill", "node-drain", "kill-rank", "hang-rank"}
+    # Exec over a websocket is a GET (get pods/exec; create too from Kubernetes 1.35), and its undo reads the pod.
+    asked.clear()
+    target.admit(SimpleNamespace(), "hang-rank", None)
+    assert asked == [("fault hang-rank", ["get pods/exec", "create pods/exec", "get pods"])]
     # The local cluster admits every fault (its pods are this host's processes).
     Kubernetes(KubernetesConfig()).admit(SimpleNamespace(), "straggler", None)
 
@@ -74,18 +78,24 @@ def test_the_undo_commands_parse_their_arguments() -> None:
     args = ctl.parse(["exec", "/k", "ml", "pod-1", "agent", "--", "python", "-m", "x", "--flag"])
     assert (args.pod, args.container, args.argv, args.context) == ("pod-1", "agent", ["python", "-m", "x", "--flag"],
                                                                    None)
+    args = ctl.parse(["uncordon", "/k", "node-a", "chaos-ab"])
+    assert (args.node, args.owner) == ("node-a", "chaos-ab")
     with pytest.raises(SystemExit):
-        ctl.parse(["uncordon", "/k"])  # no node
+        ctl.parse(["uncordon", "/k", "node-a"])  # no owner: never a cordon of anyone's
 
 
 def test_an_unreachable_cluster_makes_a_probe_say_what_keeps_a_cleanup_honest(tmp_path: Path) -> None:
-    """Jobs it cannot see are still there (the cleanup reports them); a cordon it cannot read is not (a local
-    cluster already torn down)."""
+    """What a probe cannot see is still there (an expired token, a network down): the undo is tried and the
+    cleanup reports what it could not do, instead of closing the ledger on a cordoned node or a stopped rank."""
     config = tmp_path / "kubeconfig"
     config.write_text("apiVersion: v1\nkind: Config\ncurrent-context: c\nclusters: [{name: c, cluster: {server: "
                       "'https://127.0.0.1:1'}}]\nusers: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: "
                       "{cluster: c, user: u}}]\n")
     assert ctl.main(["jobs-left", str(config), "ml", "chaos/run=x"]) == 0
-    assert ctl.main(["cordoned", str(config), "node-a"]) == 1
-    assert ctl.main(["running", str(config), "ml", "pod"]) == 1
+    assert ctl.main(["cordoned", str(config), "node-a", "chaos-ab"]) == 0
+    assert ctl.main(["running", str(config), "ml", "pod"]) == 0
     assert ctl.main(["delete-jobs", str(config), "ml", "chaos/run=x"]) == 3
+    assert ctl.main(["uncordon", str(config), "node-a", "chaos-ab"]) == 3
+    # The run's own local cluster, down after its teardown: nothing of it is left.
+    assert ctl.main(["cordoned", str(config), "node-a", "chaos-ab", "--gone-if-unreachable"]) == 1
+    assert ctl.main(["uncordon", str(config), "node-a", "chaos-ab", "--gone-if-unreachable"]) == 0

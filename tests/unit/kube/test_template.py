@@ -78,3 +78,11 @@ def test_a_broken_template_is_refused_naming_what_is_wrong(tmp_path: Path, doc, 
 def test_an_unreadable_template_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CapabilityError, match="cannot read it"):
         load_template(tmp_path / "missing.yaml")
+
+
+def test_an_exported_jobs_controller_labels_are_left_out(tmp_path: Path) -> None:
+    """kubectl get job -o yaml: its template carries the old Job's controller-uid and job-name, which a new Job's
+    generated selector would not match (the API server refuses it)."""
+    labels = {"team": "a", "controller-uid": "1f0c", "job-name": "old", "batch.kubernetes.io/job-name": "old"}
+    doc = {"kind": "Job", "spec": {"template": {"metadata": {"labels": labels}, "spec": POD["spec"]}}}
+    assert load_template(_write(tmp_path, doc))["metadata"]["labels"] == {"team": "a"}
