@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,7 @@ from pydantic import Field
 
 from chaos.errors import FaultError
 from chaos.faults._kube import KubeNodeConfig, KubeNodeFault
-from chaos.kube.ctl import CORDONED_BY
+from chaos.kube.ctl import CORDONED_BY, command
 from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command
@@ -58,13 +57,11 @@ class NodeDrain(KubeNodeFault, kind="node-drain"):
                                  f"would uncordon it)")
         except api_errors() as exc:
             raise FaultError(f"{self.label}: reading node {node} failed: {exc}") from None
-        ctl = [sys.executable, "-m", "chaos.kube.ctl"]
-        ctx = ["--context", cluster.context] if getattr(cluster, "context", None) else []
-        if target.local:
-            ctx.append("--gone-if-unreachable")
         owner = target.prefix(run)
-        where = [str(Path(cluster.kubeconfig).resolve()), node, owner]
-        run.ledger.push(self.owner, Command(ctl + ["uncordon", *where, *ctx], only_if=ctl + ["cordoned", *where, *ctx]))
+        where = (str(Path(cluster.kubeconfig).resolve()), node, owner)
+        scope = {"context": getattr(cluster, "context", None), "local": target.local}
+        run.ledger.push(self.owner, Command(command("uncordon", *where, **scope),
+                                            only_if=command("cordoned", *where, **scope)))
         try:
             # The cordon names its owner: the undo ends only a cordon of the run's own (ctl.CORDONED_BY).
             core.patch_node(node, {"metadata": {"annotations": {CORDONED_BY: owner}}, "spec": {"unschedulable": True}},

@@ -35,6 +35,12 @@ WAIT_PODS_S = 90.0
 """How long delete-jobs waits for the Jobs' pods to go (their grace periods run first)."""
 
 
+def command(verb: str, *args: str, context: str | None = None, local: bool = False) -> list[str]:
+    """The argv of one of these calls, as the ledger stores it (``local``: the run's own throwaway cluster)."""
+    return [sys.executable, "-m", "chaos.kube.ctl", verb, *args, *(["--context", context] if context else []),
+            *(["--gone-if-unreachable"] if local else [])]
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     rest: list[str] = []
     if "--" in argv:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import shlex
 import signal as _signal
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from chaos.errors import FaultError
+from chaos.kube.ctl import command
 from chaos.runtime.context import RunContext
 from chaos.runtime.processes import Worker
 from chaos.runtime.undo import Command
@@ -96,12 +96,10 @@ class RanksByExec:
     def signal_undo(self, run: RunContext, worker: Worker, signame: str) -> Command:
         """A ledger entry that sends ``signame`` to ``worker`` later (a SIGCONT after a SIGSTOP), while its pod runs."""
         pod = self.pod_of(worker.node)
-        ctl = [sys.executable, "-m", "chaos.kube.ctl"]
-        ctx = ["--context", self.config.context] if self.config.context else []
-        where = [str(self.cluster.kubeconfig), self.cluster.namespace, pod.metadata.name]
-        return Command(ctl + ["exec", *where, self.agent_name, *ctx, "--",
-                              *self._step_argv(run, signame, [worker])],
-                       only_if=ctl + ["running", *where, *ctx])
+        where = (str(self.cluster.kubeconfig), self.cluster.namespace, pod.metadata.name)
+        return Command(command("exec", *where, self.agent_name, context=self.config.context)
+                       + ["--", *self._step_argv(run, signame, [worker])],
+                       only_if=command("running", *where, context=self.config.context))
 
     def kill_agent(self, run: RunContext, pod: Any, sig: str) -> None:
         """Signal the node's torchrun agent from inside its container (the container then ends with its status)."""

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import importlib.util
 import shlex
-import sys
 import time
 from typing import Any
 
 from chaos.errors import CapabilityError, FaultError, HarnessError
 from chaos.kube.build import refusal
-from chaos.kube.ctl import WAIT_PODS_S
+from chaos.kube.ctl import WAIT_PODS_S, command
 from chaos.kube.existing import EXISTING_FAULTS, RUN, ExistingCluster, Permission
 from chaos.kube.jobs import job_code, job_state
 from chaos.kube.minicluster import api_errors
@@ -70,7 +69,6 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         self.port = config.rdzv_port
         self._read_at = 0.0
         self._containers: set[str] = set()
-        self._jobs: dict[str, Any] = {}
         self.run: RunContext | None = None
 
     @property
@@ -212,11 +210,10 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         c = self.config
         batch = client.BatchV1Api(self.cluster.api)
         if not self.local:  # before the first Job exists: a SIGKILLed harness's cleanup deletes them too
-            ctl = [sys.executable, "-m", "chaos.kube.ctl"]
-            where = [str(self.cluster.kubeconfig), self.cluster.namespace, self.selector(run)]
-            ctx = ["--context", c.context] if c.context else []
-            run.ledger.push("target", Command(ctl + ["delete-jobs", *where, *ctx],
-                                              only_if=ctl + ["jobs-left", *where, *ctx], timeout_s=WAIT_PODS_S + 30))
+            where = (str(self.cluster.kubeconfig), self.cluster.namespace, self.selector(run))
+            run.ledger.push("target", Command(command("delete-jobs", *where, context=c.context),
+                                              only_if=command("jobs-left", *where, context=c.context),
+                                              timeout_s=WAIT_PODS_S + 30))
         self.agent_name = agent_container(self.template["spec"]["containers"]).get("name") or AGENT
         self.nodes = []
         for k in range(c.nodes):
@@ -296,9 +293,9 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         except api_errors() as exc:  # the API server under load: read again at the next poll
             run.log("kube_read_error", error=f"{type(exc).__name__}: {exc}"[:300])
             return
-        self._jobs = {j.metadata.name: j for j in jobs}
+        by_name = {j.metadata.name: j for j in jobs}
         for node in self.nodes:
-            job = self._jobs.get(node.info["job"])
+            job = by_name.get(node.info["job"])
             if job is not None and isinstance(node, KubeNode):
                 node.code = job_code(job.status)
                 state = job_state(job.status)
