@@ -37,11 +37,25 @@ FRAMEWORK_CHECKS = ("completes", "survivor_progress", "replicas_converge", "drop
 FBEGIN, FEND = "<!-- frameworks-table:begin -->", "<!-- frameworks-table:end -->"
 
 
-def version(dist: str) -> str:
+def version(dist: str, python: str | None = None) -> str:
+    """``dist``'s version as the run's interpreter sees it (workload.python: the job's own environment, e.g.
+    torchft 0.2.0 layered over the harness's nightly, where the first distribution of the module is the one that
+    ran)."""
+    if python is not None:
+        from chaos.spec import interpreter
+
+        module = MODULES.get(dist, dist)
+        found = interpreter.providers(python, (module,)).get(module)
+        return found[1] if found else "not installed"
     try:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return "not installed"
+
+
+MODULES = {"torchft-nightly": "torchft", "nvidia-resiliency-ext": "nvidia_resiliency_ext"}
+"""A distribution -> the module a workload imports from it (the same module may come from another distribution in
+a workload.python environment)."""
 
 
 def rows(runs: Path, frameworks: bool = False) -> list[list[str]]:
@@ -51,7 +65,7 @@ def rows(runs: Path, frameworks: bool = False) -> list[list[str]]:
         if j["experiment"].endswith("-golden"):
             continue
         exp = j.get("source") or ""
-        script, launcher = _workload(exp)
+        script, launcher, python = _workload(exp)
         if frameworks:
             found = LAUNCHERS.get(launcher or "") or FRAMEWORKS.get(script or "")
             checks = FRAMEWORK_CHECKS
@@ -63,23 +77,28 @@ def rows(runs: Path, frameworks: bool = False) -> list[list[str]]:
         verdicts = {c["kind"]: c["verdict"].upper() for c in j["checks"]}
         faults = ", ".join(f["label"] for f in j["faults"]) or "none"
         recovery = [f["recovery"] for f in j["faults"] if f.get("recovery")]
-        out.append([stack, version(dist), f"`{Path(exp).name}`", faults,
+        out.append([stack, version(dist, python), f"`{Path(exp).name}`", faults,
                     *(verdicts.get(c, "-") for c in checks),
                     *(", ".join(f"{r[m]:.1f} s" for r in recovery if r.get(m) is not None) or "-"
                       for m in ("detect_s", "resume_s"))])
     return out
 
 
-def _workload(experiment: str) -> tuple[str | None, str | None]:
-    """(the workload script's file name, workload.launcher) of an experiment file."""
+def _workload(experiment: str) -> tuple[str | None, str | None, str | None]:
+    """(the workload script's file name, workload.launcher, workload.python found or None) of an experiment file."""
     try:
         import yaml
 
+        from chaos.spec import interpreter
+
         path = Path(experiment)
-        doc = yaml.safe_load((path if path.exists() else ROOT / path).read_text())
-        return Path(str(doc["workload"].get("script") or "")).name, doc["workload"].get("launcher")
+        path = path if path.exists() else ROOT / path
+        w = yaml.safe_load(path.read_text())["workload"]
+        python = w.get("python")
+        found = interpreter.find(str(python), path) if python else None
+        return Path(str(w.get("script") or "")).name, w.get("launcher"), str(found or python) if python else None
     except (OSError, KeyError, TypeError, ValueError):
-        return None, None
+        return None, None, None
 
 
 def table(runs: Path, frameworks: bool = False) -> str:

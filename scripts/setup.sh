@@ -20,6 +20,26 @@ if ! "$VENV/bin/python" -c 'import torch, sys; sys.exit(torch.__version__.split(
 fi
 # dev includes the training stacks the integration experiments run (the [stateful] extra's torchdata).
 pip install -q -e ".[dev]"
+# Stacks pinned at another version than the harness's, each in an environment of its own that an experiment names
+# as workload.python (the findings of a stack's older release, next to the remedy the harness's version proves).
+# Each is layered on .venv: its own site-packages hold only the pinned stack, and .venv's come after them (a
+# .pth that adds them), so torch and every other dependency is the one already installed: one small wheel each,
+# no second torch.
+stack_env() {  # stack_env <dir name> <requirement>
+  local dir=".venvs/$1" req=$2
+  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; n, v = sys.argv[1].split('=='); sys.exit(m.version(n) != v)" "$req" 2>/dev/null; then
+    rm -rf "$dir"
+    "$PY" -m venv --without-pip "$dir"
+    local base own
+    base=$("$VENV/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')
+    own=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "import site; site.addsitedir('$base')" > "$own/chaos-layered-on-harness.pth"
+    "$dir/bin/python" -m pip install -q --no-deps "$req"  # pip itself comes from .venv, through the layer
+  fi
+}
+# torchft 0.2.0: its survivor dies when a peer dies inside the all-reduce (experiments/torchft-0.2.0-peer-dies-in-allreduce.yaml).
+stack_env torchft-0.2.0 "torchft==0.2.0"
+
 # The project's own modules as bytecode, as pip leaves every installed package: an editable install compiles
 # nothing, and where PYTHONDONTWRITEBYTECODE is set (these machines set it) no import writes a .pyc either, so every
 # process (each rank, each torchrun agent's workers, each `chaos` command) would compile chaos/ and workloads/

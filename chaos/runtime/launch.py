@@ -10,6 +10,7 @@ from pathlib import Path
 import chaos
 from chaos.instep.command import DIR_ENV as INSTEP_DIR_ENV
 from chaos.runtime.context import RunContext
+from chaos.spec import interpreter
 
 PACKAGE_ROOT = Path(chaos.__file__).resolve().parent.parent
 INSTEP_BOOTSTRAP = Path(chaos.__file__).resolve().parent / "instep" / "bootstrap"
@@ -50,11 +51,13 @@ def script_args(args: dict) -> list[str]:
     return out
 
 
-def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executable, resolve: bool = True) -> list[str]:
-    """The command that starts one node's agent. ``resolve``: a ``command``'s program found as this host runs it
-    (False: as written, for a machine of its own, e.g. a user's container image)."""
+def workload_argv(run: RunContext, rdzv: Rendezvous, python: str | None = None, resolve: bool = True) -> list[str]:
+    """The command that starts one node's agent, with ``python`` (default: the workload's interpreter on this host,
+    workload.python or the harness's). ``resolve``: a ``command``'s program found as this host runs it (False: as
+    written, for a machine of its own, e.g. a user's container image)."""
     exp = run.experiment
     w = exp.workload
+    python = python or interpreter.workload_python(exp)
     if w.command is not None:
         subs = {
             "run_dir": str(run.run_dir.resolve()), "ckpt_dir": str(run.ckpt_dir.resolve()), "port": str(rdzv.port),
@@ -62,7 +65,7 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
             "node_rank": str(rdzv.node_rank), "master_addr": rdzv.host,
         }
         argv = [_substitute(part, subs) for part in w.command]
-        return [resolve_command(argv[0]) if resolve else argv[0], *argv[1:]]
+        return [resolve_command(argv[0], python) if resolve else argv[0], *argv[1:]]
     argv = [python, "-m", LAUNCHER_MODULES[w.launcher],
             "--nproc-per-node", str(w.nproc_per_node),
             "--max-restarts", str(w.max_restarts),
@@ -84,26 +87,22 @@ def workload_argv(run: RunContext, rdzv: Rendezvous, python: str = sys.executabl
 
 
 LAUNCHER_MODULES = {"torchrun": "chaos.runtime.torchrun", "ft_launcher": "nvidia_resiliency_ext.fault_tolerance.launcher"}
-"""The module each workload.launcher runs as (``python -m``, with the harness's own interpreter). torchrun's is
+"""The module each workload.launcher runs as (``python -m``, with the workload's interpreter). torchrun's is
 torch.distributed.run's own ``main`` started without the garbage collector's work on torch's import and ended
 without the interpreter's teardown (chaos/runtime/torchrun.py): the same agent, half a CPU-second cheaper."""
 
 
 def check_launcher(run: RunContext) -> None:
-    """Raise CapabilityError, before launch, when the experiment's launcher is not installed beside the harness."""
+    """Raise CapabilityError, before launch, when the workload's interpreter (workload.python) is not there or the
+    experiment's launcher is not installed in it."""
+    interpreter.check(run.experiment)
     w = run.experiment.workload
     if w.command is not None or w.launcher == "torchrun":
         return
-    import importlib.util
-
     from chaos.errors import CapabilityError
 
     module = LAUNCHER_MODULES[w.launcher]
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except ImportError:  # its package is missing
-        found = False
-    if not found:
+    if interpreter.missing_modules(run.experiment, (module,)):
         raise CapabilityError(f"workload.launcher {w.launcher} needs NVIDIA Resiliency Extension ({module} is not "
                               'importable): pip install -e ".[nvrx]" (scripts/setup.sh installs it)')
 

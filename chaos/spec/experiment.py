@@ -16,6 +16,7 @@ from pydantic import Field, model_validator
 from chaos.spec.configs import CheckConfig, FaultConfig, StrictConfig, TargetConfig
 from chaos.spec.gameday import GamedayConfig, Scheduled
 from chaos.spec.gate import GateConfig
+from chaos.spec import interpreter
 from chaos.spec.workload import (DEVICE_ENV, SOURCE_SUFFIXES, STACK_PACKAGES, THREAD_ENV, WorkloadConfig, _arg_paths,
                                  _beside, installed_version, resolve_path)
 
@@ -135,8 +136,12 @@ class Experiment:
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
         # The stack's own packages compute the run as much as the script does (an upgraded Trainer
         # changes its sampler, its scheduler, its defaults).
+        if self.workload.python is None:
+            found = {dist: installed_version(dist) for dist in STACK_PACKAGES}
+        else:  # the job's own environment: its versions, not the harness's
+            found = interpreter.versions(interpreter.workload_python(self), STACK_PACKAGES)
         for dist in STACK_PACKAGES:
-            version = installed_version(dist)
+            version = found.get(dist)
             if version is not None:
                 h.update(f"{dist}=={version};".encode())
         return h.hexdigest()[:16]

@@ -10,6 +10,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from chaos.errors import ExperimentError, Problem
+from chaos.spec.interpreter import TARGETS_WITH_IMAGES
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
 from chaos.spec.configs import TargetConfig
 from chaos.spec.experiment import (COMBINATORS, MAX_TRIGGER_DEPTH, TRIGGER_MODIFIERS, CheckSpec, Experiment,
@@ -226,6 +227,9 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         problem = None if exp.workload.ckpt_dir.startswith("{run_dir}") else _ckpt_dir_problem(exp.workload.ckpt_dir)
         if problem:
             col.add(("workload", "ckpt_dir"), problem)
+    if exp.workload.python is not None and target_kind in TARGETS_WITH_IMAGES:
+        col.add(("workload", "python"), f"target {target_kind} runs the workload in an image: name the image's "
+                                        f"interpreter as the target's python, not workload.python (a host path)")
     if exp.known_failure is not None:
         kinds = {c.kind for c in exp.checks}
         for i, name in enumerate(exp.known_failure.checks):

@@ -22,6 +22,12 @@ class WorkloadConfig(StrictConfig):
     """A training script the harness launches under torchrun (path relative to the experiment file, or its parent directories)."""
     command: list[str] | None = None
     """Your own launch command instead of ``script`` (e.g. ["torchrun", ..., "train.py"]). {run_dir}, {ckpt_dir}, {port}, {nproc_per_node}, {nnodes}, {node_rank}, {master_addr} are substituted."""
+    python: str | None = None
+    """The Python interpreter that runs the launcher and the ranks: the job's own virtual environment (its
+    ``bin/python``; absolute, or relative to the experiment file's folder or a folder above it), e.g. a stack pinned
+    at another version than the harness's. Default: the harness's own. Only targets that start the workload on this
+    host (local, netns, slurm, torchft); in an image it is the target's ``python``. The stack's versions in the
+    golden cache key are the ones this interpreter imports."""
     launcher: Literal["torchrun", "ft_launcher"] = "torchrun"
     """What starts each node's workers and restarts them: ``torchrun`` (torch elastic), or ``ft_launcher``, NVIDIA
     Resiliency Extension's torchrun with a monitor beside each rank that kills and restarts the worker group when the

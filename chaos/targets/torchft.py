@@ -24,6 +24,7 @@ from pydantic import Field
 from chaos.errors import CapabilityError, FaultError, HarnessError
 from chaos.instep.command import RANK_BASE_ENV
 from chaos.runtime.context import RunContext
+from chaos.spec import interpreter
 from chaos.runtime.launch import Rendezvous, workload_argv, workload_cwd, workload_env
 from chaos.runtime.undo import KillTree
 from chaos.targets.base import Node, Target, TargetConfig
@@ -56,12 +57,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def lighthouse_binary() -> str | None:
-    """The ``torchft_lighthouse`` of the harness's environment (the torchft extra installs it)."""
-    beside = Path(sys.executable).parent / LIGHTHOUSE
+def lighthouse_binary(python: str | None = None) -> str | None:
+    """The ``torchft_lighthouse`` of the harness's environment (the torchft extra installs it), or with ``python``
+    (a workload.python) only the one of that environment: a lighthouse of another torchft version than the
+    replicas' would be judged with them."""
+    beside = Path(python or sys.executable).parent / LIGHTHOUSE
     if beside.is_file():
         return str(beside)
-    return shutil.which(LIGHTHOUSE)
+    return None if python else shutil.which(LIGHTHOUSE)
 
 
 class Torchft(Target, kind="torchft"):
@@ -82,13 +85,18 @@ class Torchft(Target, kind="torchft"):
 
     def check(self, run: RunContext) -> None:
         super().check(run)
-        if lighthouse_binary() is None:
+        python = run.experiment.workload.python and interpreter.workload_python(run.experiment)
+        if lighthouse_binary(python) is None:
+            if python:
+                raise CapabilityError(f"target torchft: the workload's environment ({python}) has no {LIGHTHOUSE}: "
+                                      f"{python} -m pip install torchft (the lighthouse must be the replicas' version)")
             raise CapabilityError(f"target torchft needs torchft's {LIGHTHOUSE}, which is not installed: "
                                   f'pip install -e ".[torchft]" (torchft-nightly; scripts/setup.sh installs it)')
 
-    def _lighthouse_argv(self) -> list[str]:
+    def _lighthouse_argv(self, run: RunContext) -> list[str]:
         c = self.config
-        return [lighthouse_binary() or LIGHTHOUSE, "--min_replicas", str(c.min_replicas),
+        python = run.experiment.workload.python and interpreter.workload_python(run.experiment)
+        return [lighthouse_binary(python) or LIGHTHOUSE, "--min_replicas", str(c.min_replicas),
                 "--quorum_tick_ms", str(c.quorum_tick_ms), "--join_timeout_ms", str(c.join_timeout_ms),
                 "--heartbeat_timeout_ms", str(c.heartbeat_timeout_ms), "--bind", f"127.0.0.1:{self.port or 0}"]
 
@@ -96,7 +104,7 @@ class Torchft(Target, kind="torchft"):
         return workload_argv(run, Rendezvous(standalone=True))
 
     def plan(self, run: RunContext) -> list[str]:
-        lines = [f"lighthouse: {shlex.join(self._lighthouse_argv())}"]
+        lines = [f"lighthouse: {shlex.join(self._lighthouse_argv(run))}"]
         lines += [f"launch replica group rg{g}: REPLICA_GROUP_ID={g} NUM_REPLICA_GROUPS={self.config.replica_groups} "
                   f"{shlex.join(self._argv(run))}" for g in range(self.config.replica_groups)]
         return lines
@@ -105,7 +113,7 @@ class Torchft(Target, kind="torchft"):
         self.port = _free_port()
         log_path = run.run_dir / "lighthouse.log"
         with open(log_path, "ab") as out:
-            proc = subprocess.Popen(self._lighthouse_argv(), stdout=out, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(self._lighthouse_argv(run), stdout=out, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
         run.ledger.push("target", KillTree(pid=proc.pid, create_time=psutil.Process(proc.pid).create_time()))
         deadline = time.monotonic() + READY_S

@@ -1,0 +1,127 @@
+"""The workload's Python interpreter: the harness's own, or ``workload.python`` (the job's virtual environment,
+e.g. a stack pinned at another version than the harness's), found, checked before launch, and asked which
+versions of the stack's packages it imports (the golden cache key is the workload's, not the harness's)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chaos.errors import CapabilityError
+
+TARGETS_WITH_IMAGES = ("docker", "kubernetes")
+"""Targets whose ranks run in an image: their interpreter is the image's (``target.python``), not a host path."""
+
+
+def find(value: str, source: Path) -> Path | None:
+    """``workload.python`` as a path: absolute, or relative to the experiment file's folder, any folder above it,
+    or the current one. Not resolved through symlinks: a virtual environment's ``bin/python`` is a link to the
+    base interpreter, and only the link's own path makes Python take the environment's packages."""
+    try:
+        p = Path(value).expanduser()
+        if p.is_absolute():
+            return p if p.exists() else None
+        for base in [source.parent.resolve(), *source.parent.resolve().parents, Path.cwd()]:
+            if (base / p).exists():
+                return Path(os.path.abspath(base / p))
+    except (OSError, ValueError, RuntimeError):  # NUL bytes, names too long: not a usable path
+        return None
+    return None
+
+
+def workload_python(experiment) -> str:
+    """The interpreter that runs the workload's launcher and ranks: ``workload.python`` where given (see check),
+    else the harness's own."""
+    value = experiment.workload.python
+    if value is None:
+        return sys.executable
+    found = find(value, experiment.source)
+    return str(found) if found is not None else value
+
+
+def check(experiment) -> None:
+    """Raise CapabilityError, before launch, when ``workload.python`` is not a runnable interpreter with torch."""
+    value = experiment.workload.python
+    if value is None:
+        return
+    found = find(value, experiment.source)
+    if found is None or not found.is_file() or not os.access(found, os.X_OK):
+        where = "" if Path(value).is_absolute() else " (looked for relative to the experiment file's folder and above)"
+        raise CapabilityError(f"workload.python {value}: no such interpreter{where}; create the environment it names "
+                              f"(python3 -m venv <dir> && <dir>/bin/pip install torch==2.13.0 ...), or run "
+                              f"scripts/setup.sh for the environments this project's experiments name")
+    missing = _missing(str(found), ("torch",))
+    if missing:
+        raise CapabilityError(f"workload.python {value}: {found} cannot import {', '.join(missing)}; install it "
+                              f"there ({found} -m pip install torch==2.13.0)")
+
+
+def missing_modules(experiment, modules: tuple[str, ...]) -> list[str]:
+    """Which of ``modules`` the workload's interpreter cannot find (without importing them)."""
+    if experiment.workload.python is None:  # the harness's own: asked here, no process started
+        return [m for m in modules if not _found_here(m)]
+    return _missing(workload_python(experiment), modules)
+
+
+def _found_here(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:  # its package is missing
+        return False
+
+
+@functools.lru_cache(maxsize=32)
+def _missing(python: str, modules: tuple[str, ...]) -> list[str]:
+    code = ("import importlib.util, json, sys\n"
+            "def found(m):\n"
+            "    try:\n"
+            "        return importlib.util.find_spec(m) is not None\n"
+            "    except ImportError:\n"
+            "        return False\n"
+            "print(json.dumps([m for m in sys.argv[1:] if not found(m)]))")
+    return _ask(python, code, list(modules))
+
+
+@functools.lru_cache(maxsize=32)
+def versions(python: str, dists: tuple[str, ...]) -> dict[str, str]:
+    """The installed versions of ``dists`` as ``python`` sees them (read from their metadata, nothing imported)."""
+    code = ("import importlib.metadata as m, json, sys\n"
+            "out = {}\n"
+            "for d in sys.argv[1:]:\n"
+            "    try:\n"
+            "        out[d] = m.version(d)\n"
+            "    except m.PackageNotFoundError:\n"
+            "        pass\n"
+            "print(json.dumps(out))")
+    return _ask(python, code, list(dists))
+
+
+@functools.lru_cache(maxsize=32)
+def providers(python: str, modules: tuple[str, ...]) -> dict[str, list[str]]:
+    """Each of ``modules`` -> [distribution, version] of the distribution ``python`` imports it from: the first on
+    its path (a layered environment may see two distributions of one module, e.g. torchft and torchft-nightly)."""
+    code = ("import importlib.metadata as m, json, sys\n"
+            "names = m.packages_distributions()\n"
+            "out = {}\n"
+            "for mod in sys.argv[1:]:\n"
+            "    for dist in names.get(mod, [])[:1]:\n"
+            "        out[mod] = [dist, m.version(dist)]\n"
+            "print(json.dumps(out))")
+    return _ask(python, code, list(modules))
+
+
+def _ask(python: str, code: str, args: list[str]):
+    try:
+        res = subprocess.run([python, "-I", "-c", code, *args], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise CapabilityError(f"workload.python {python} does not run: {exc}") from None
+    if res.returncode != 0:
+        raise CapabilityError(f"workload.python {python} does not run (exit {res.returncode}): "
+                              f"{res.stderr.strip()[-300:]}")
+    return json.loads(res.stdout)
