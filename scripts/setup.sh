@@ -39,6 +39,25 @@ stack_env() {  # stack_env <dir name> <requirement>
 }
 # torchft 0.2.0: its survivor dies when a peer dies inside the all-reduce (experiments/torchft-0.2.0-peer-dies-in-allreduce.yaml).
 stack_env torchft-0.2.0 "torchft==0.2.0"
+# The harness's environment less some packages, as a user's that never installed them: its site-packages a view of
+# .venv's (a link to each entry but theirs), remade on every setup so that it follows .venv; programs from .venv's
+# bin/ linked by name (their #! is .venv's python: only those whose environment the finding does not depend on,
+# e.g. torchft's lighthouse, which takes no part in healing).
+env_without() {  # env_without <dir name> "<top-level names to leave out>" "<programs to link>"
+  local dir=".venvs/$1" leave=" $2 " progs=$3 base own entry name
+  [ -x "$dir/bin/python" ] || "$PY" -m venv --without-pip "$dir"
+  base=$("$VENV/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')
+  own=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  find "$own" -mindepth 1 -maxdepth 1 -type l -delete
+  for entry in "$base"/*; do
+    name=$(basename "$entry")
+    [[ $leave == *" ${name%%-[0-9]*} "* || $leave == *" ${name%.libs} "* ]] && continue
+    ln -s "$entry" "$own/$name"
+  done
+  for name in $progs; do ln -sf "$(realpath "$VENV/bin/$name")" "$dir/bin/$name"; done
+}
+# torchft without numpy, which it uses and does not declare: healing dies (experiments/torchft-without-numpy.yaml).
+env_without torchft-without-numpy "numpy" "torchft_lighthouse"
 
 # The project's own modules as bytecode, as pip leaves every installed package: an editable install compiles
 # nothing, and where PYTHONDONTWRITEBYTECODE is set (these machines set it) no import writes a .pyc either, so every

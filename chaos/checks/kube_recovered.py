@@ -114,7 +114,10 @@ class KubeRecovered(Check, kind="kube_recovered"):
             jobs = [r for r in h.of("kube_job") if r.get("source") == "harness" and r.get("node") == node]
             if not after:
                 gave_up = next((r for r in jobs if r.t > t0 and isinstance(r.get("gave_up"), str)), None)
-                why = (f"its Job gave up ({gave_up['gave_up']}: {gave_up.get('failed')} failed pod(s), backoffLimit "
+                counted = (f"{_count(seen_of[-1])} restart(s) of its container" if policies.get(node) == "OnFailure"
+                           and (seen_of := [r for r in seen if r.get("node") == node])
+                           else f"{gave_up.get('failed') if gave_up else '?'} failed pod(s)")
+                why = (f"its Job gave up ({gave_up['gave_up']}: {counted}, backoffLimit "
                        f"{limits.get(node, '?')})" if gave_up is not None
                        else "the Job gave up, or the kubelet left it dead")
                 return f"{node} never ran again after it: no new pod and no restarted container ({why})", figs
@@ -142,9 +145,14 @@ class KubeRecovered(Check, kind="kube_recovered"):
 
 
 def _backoff(figs: dict[str, Any]) -> str:
+    """The Job's account against its backoffLimit when the node was back. Restarted in place (OnFailure), the Job
+    counts its container's restarts, not failed pods (its status says 0 failed): the restart count is the figure."""
+    limit = figs.get("backoff_limit", "?")
+    if figs.get("how") == "restarted in place" and isinstance(figs.get("restart_count"), int):
+        return f" (its container's restart {figs['restart_count']}; the Job counts restarts against backoffLimit {limit})"
     if figs.get("job_failed") is None:
         return ""
-    return f" (its Job counted {figs['job_failed']} failed pod(s), backoffLimit {figs.get('backoff_limit', '?')})"
+    return f" (its Job counted {figs['job_failed']} failed pod(s), backoffLimit {limit})"
 
 
 def _usable(rec: Any) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from pydantic import Field
@@ -10,6 +9,7 @@ from pydantic import Field
 from chaos.errors import FaultError
 from chaos.faults._kube import KubeNodeConfig, KubeNodeFault
 from chaos.kube.ctl import CORDONED_BY, command
+from chaos.kube.existing import absolute
 from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command
@@ -58,7 +58,7 @@ class NodeDrain(KubeNodeFault, kind="node-drain"):
         except api_errors() as exc:
             raise FaultError(f"{self.label}: reading node {node} failed: {exc}") from None
         owner = target.prefix(run)
-        where = (str(Path(cluster.kubeconfig).resolve()), node, owner)
+        where = (absolute(cluster.kubeconfig), node, owner)
         scope = {"context": getattr(cluster, "context", None), "local": target.local}
         run.ledger.push(self.owner, Command(command("uncordon", *where, **scope),
                                             only_if=command("cordoned", *where, **scope)))

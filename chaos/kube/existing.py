@@ -54,9 +54,15 @@ EXISTING_FAULTS: dict[str, tuple[Permission, ...]] = {
 ones that act through the API. The others act on this host's processes, kernel or filesystems."""
 
 
-def default_kubeconfig() -> Path:
-    first = (os.environ.get("KUBECONFIG") or "").split(os.pathsep)[0]
-    return Path(first).expanduser() if first else Path.home() / ".kube" / "config"
+def default_kubeconfig() -> str:
+    """$KUBECONFIG (one file, or several joined by ':' that are merged as kubectl merges them), else ~/.kube/config."""
+    return os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+
+
+def absolute(kubeconfig: str | Path) -> str:
+    """Each file of a kubeconfig setting made absolute, still ':'-joined: the ledger's undo commands may run from
+    another directory (chaos cleanup)."""
+    return os.pathsep.join(str(Path(p).expanduser().resolve()) for p in str(kubeconfig).split(os.pathsep) if p)
 
 
 class ExistingCluster:
@@ -66,8 +72,8 @@ class ExistingCluster:
     """No single node: a fault names the job node whose Kubernetes node it acts on."""
 
     def __init__(self, kubeconfig: str | None, context: str | None, namespace: str) -> None:
-        # Absolute: the ledger's undo commands may run from another directory (chaos cleanup).
-        self.kubeconfig = (Path(kubeconfig).expanduser() if kubeconfig else default_kubeconfig()).resolve()
+        self.kubeconfig = absolute(kubeconfig or default_kubeconfig())
+        """The file, or the ':'-joined files, the client merges (kubernetes.config's KubeConfigMerger, as kubectl)."""
         self.context = context
         self.namespace = namespace
         self._api: Any = None
@@ -102,9 +108,11 @@ class ExistingCluster:
 
     def connect(self) -> None:
         """Reach the API server and the namespace; raise CapabilityError saying which and what to do."""
-        if not self.kubeconfig.is_file() or not os.access(self.kubeconfig, os.R_OK):
-            raise CapabilityError(f"target kubernetes (cluster: existing): no readable kubeconfig at {self.kubeconfig};"
-                                  f" set target.kubeconfig or $KUBECONFIG")
+        files = [Path(p) for p in self.kubeconfig.split(os.pathsep)]
+        unreadable = [str(f) for f in files if f.exists() and not (f.is_file() and os.access(f, os.R_OK))]
+        if unreadable or not any(f.is_file() for f in files):  # kubectl, too, skips the files that are not there
+            raise CapabilityError(f"target kubernetes (cluster: existing): no readable kubeconfig at "
+                                  f"{', '.join(unreadable or map(str, files))}; set target.kubeconfig or $KUBECONFIG")
         api = self._client()
         self.server = api.configuration.host
         from kubernetes import client

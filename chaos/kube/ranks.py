@@ -33,6 +33,7 @@ class RanksByExec:
     pods: Any
     pod_of: Any
     agent_status: Any
+    as_nodes_see: Any
     local: bool
     agent_name: str
 
@@ -40,7 +41,7 @@ class RanksByExec:
         return run.run_dir.resolve() / "kube" / f"agent-{node}.pid"
 
     def _exec(self, pod: Any, argv: list[str], what: str) -> str:
-        code, out, err = self.cluster.exec(pod.metadata.name, self.agent_name, argv)
+        code, out, err = self.cluster.exec(pod.metadata.name, self.agent_name, [self.as_nodes_see(a) for a in argv])
         if code != 0:
             raise FaultError(f"{what} in pod {pod.metadata.name} failed (exit {code}): {(err or out).strip()[:300]}")
         return out
@@ -76,7 +77,7 @@ class RanksByExec:
         return [replace(w, generation=order[store]) for store, w in out]
 
     def _step_argv(self, run: RunContext, sig: str, workers: list[Worker]) -> list[str]:
-        return [self.config.python, "-m", STEPS, "signal", str(run.run_dir.resolve()), sig,
+        return [self.config.python, "-m", STEPS, "signal", self.as_nodes_see(str(run.run_dir.resolve())), sig,
                 *(f"{w.pid}:{w.create_time!r}" for w in workers)]
 
     def signal(self, run: RunContext, workers: list[Worker], sig: _signal.Signals) -> list[int]:

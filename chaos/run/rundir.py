@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chaos.errors import UsageError
 from chaos.runtime.clock import SYSTEM, Clock
+
+if TYPE_CHECKING:
+    from chaos.runtime.context import RunContext
 
 
 def stamp(clock: Clock) -> str:
@@ -59,3 +64,20 @@ def tail_text(path: Path, n: int = 4000) -> str:
     except OSError:
         return ""
     return data[-n:].decode(errors="replace")
+
+
+def regex_steps(run: "RunContext", out_tail: LineTail, step_re: re.Pattern, newest: str | None) -> list[dict]:
+    """The steps a workload that does not speak the protocol printed since the last poll (workload.step_regex)."""
+    # Seen from outside: a step line belongs to the newest attempt the harness saw spawn (the
+    # output of a killed attempt is flushed before its successor has imported torch).
+    attempt = newest or f"{run.launch_no}.0"
+    recs = []
+    for line in out_tail.poll():
+        m = step_re.search(line)
+        if m:
+            try:
+                step = int(m.group("step") if "step" in step_re.groupindex else m.group(1))
+            except (IndexError, ValueError):
+                continue
+            recs.append(run.log("step", step=step, source="output", attempt=attempt))
+    return recs

@@ -30,7 +30,7 @@ from chaos.run.armed import Armed, upcoming
 from chaos.run.judge import judge_checks
 from chaos.run.plugins import build_fault, build_trigger
 from chaos.run.progress import LiveState, Progress
-from chaos.run.rundir import LineTail, new_run_dir, stamp, tail_text
+from chaos.run.rundir import LineTail, new_run_dir, regex_steps, stamp, tail_text
 from chaos.registry import CHECKS, TARGETS
 from chaos.runtime.safety import stop_run_processes
 from chaos.runtime.shell import Shell
@@ -290,6 +290,13 @@ class Runner:
         print("\n".join(lines), file=sys.stderr, flush=True)
         os._exit(130)
 
+    def _ends(self, run: RunContext, diagnostics: list[str], kind: str, message: str, **fields: Any) -> tuple[int | None, bool]:
+        """The run ends before its workload did, saying why (a stall, a hold, a game day's stop rule)."""
+        diagnostics.append(message)
+        run.log(kind, message=message, **fields)
+        self.echo(message)
+        return run.target.exit_code(), False
+
     def _loop(self, run: RunContext, tail: EventTail, armed: list[Armed], records: list[FaultRecord],
               diagnostics: list[str], start: float) -> tuple[int | None, bool]:
         step_re = re.compile(self.exp.workload.step_regex) if self.exp.workload.step_regex else None
@@ -300,7 +307,7 @@ class Runner:
             now = self.clock.mono() - start
             workload = tail.poll()
             self._watch_workers(run, known, progress)
-            seen = self._regex_steps(run, out_tail, step_re, progress.newest_attempt) if out_tail is not None else []
+            seen = regex_steps(run, out_tail, step_re, progress.newest_attempt) if out_tail is not None else []
             new = progress.fold(workload, run.log.drain(), seen, now_s=now)
             self.witness.observe(new)
             for stuck in progress.newly_stuck(now, self.exp.workload.join_timeout_s):
@@ -313,18 +320,15 @@ class Runner:
                 return run.target.exit_code(), False
             stall = progress.stalled(now, self.exp.workload.stall_s)
             if stall is not None:
-                diagnostics.append(stall.message)
-                run.log("stalled", idle_s=round(stall.idle_s, 3), stall_s=stall.stall_s, message=stall.message)
-                self.echo(stall.message)
-                return run.target.exit_code(), False
+                return self._ends(run, diagnostics, "stalled", stall.message, idle_s=round(stall.idle_s, 3),
+                                  stall_s=stall.stall_s)
+            held = run.target.blocked(run)  # e.g. a pod the cluster cannot start
+            if held is not None:
+                return self._ends(run, diagnostics, "blocked", held)
             max_step = progress.max_step
             stop = self.stop_rule(now, max_step, len(progress.spawned)) if self.stop_rule is not None else None
             if stop is not None:
-                msg = f"game day stopped: {stop}"
-                diagnostics.append(msg)
-                run.log("gameday_stop", reason=stop)
-                self.echo(msg)
-                return run.target.exit_code(), False
+                return self._ends(run, diagnostics, "gameday_stop", f"game day stopped: {stop}", reason=stop)
             # Read before the triggers: a fault must not strike a workload that has already ended (a gate
             # that failed on its own would look as if the fault had made it fail: chaos/gate/cell.py).
             code = run.target.exit_code()
@@ -358,22 +362,6 @@ class Runner:
                 run.log("timeout", timeout_s=self.exp.timeout_s)
                 return None, True
             self.clock.sleep(POLL_S)
-
-    def _regex_steps(self, run: RunContext, out_tail: LineTail, step_re: re.Pattern,
-                     newest: str | None) -> list[dict]:
-        # Seen from outside: a step line belongs to the newest attempt the harness saw spawn (the
-        # output of a killed attempt is flushed before its successor has imported torch).
-        attempt = newest or f"{run.launch_no}.0"
-        recs = []
-        for line in out_tail.poll():
-            m = step_re.search(line)
-            if m:
-                try:
-                    step = int(m.group("step") if "step" in step_re.groupindex else m.group(1))
-                except (IndexError, ValueError):
-                    continue
-                recs.append(run.log("step", step=step, source="output", attempt=attempt))
-        return recs
 
     def _watch_workers(self, run: RunContext, known: dict, progress: Progress) -> None:
         current = {w.key: w for w in run.tree.workers()}

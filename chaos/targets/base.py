@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -46,6 +47,11 @@ class Target(Plugin):
         """Raise CapabilityError naming what is missing (root, docker) and how to get it. Here: the workload's
         launcher (ft_launcher needs its extra); a target that checks more calls this first."""
         check_launcher(run)
+
+    def blocked(self, run: RunContext) -> str | None:
+        """Why the workload cannot start or go on as things are (a pod the cluster cannot start), read every poll:
+        the run ends there, naming it, instead of waiting out its timeout. None: nothing holds it."""
+        return None
 
     def admit(self, run: RunContext, kind: str, config: Any) -> None:
         """Raise CapabilityError, before launch, for a fault of ``kind`` this target cannot let the run do."""
@@ -102,6 +108,20 @@ class ClusterModes:
     @property
     def remote_workers(self) -> bool:
         return not self.local
+
+    def as_nodes_see(self, text: str) -> str:
+        """``text`` (a command, a variable's value) with this host's real path of ``shared_dir`` written as the
+        setting names it: the harness resolves its paths, and where the setting goes through a symlink on this host
+        (/shared -> /mnt/nfs/team) the nodes, which mount the shared filesystem at the setting's path, have no
+        /mnt/nfs/team."""
+        shared = getattr(self.config, "shared_dir", None)
+        if self.local or not shared:
+            return text
+        written = os.path.abspath(os.path.expanduser(shared))
+        real = str(Path(written).resolve())
+        if real == written:
+            return text
+        return re.sub(re.escape(real) + r"(?=/|$|[\s'\"])", lambda _: written, text)
 
 
 def require_shared_dir(run: RunContext, shared_dir: str | None, nodes: str) -> None:

@@ -15,8 +15,10 @@ Jobs, asks for every permission first, and reaches the ranks through the API (ex
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import shlex
+import socket
 import time
 from typing import Any
 
@@ -27,6 +29,7 @@ from chaos.kube.existing import EXISTING_FAULTS, RUN, ExistingCluster, Permissio
 from chaos.kube.jobs import job_code, job_state
 from chaos.kube.minicluster import api_errors
 from chaos.kube.ranks import RanksByExec
+from chaos.kube.starting import StartWatch, failed_create, hold
 from chaos.kube.template import AGENT, agent_container, host_template, load_template, pod_template
 from chaos.runtime.context import RunContext
 from chaos.runtime.hostimage import ensure_host_image
@@ -69,6 +72,7 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         self.port = config.rdzv_port
         self._read_at = 0.0
         self._containers: set[str] = set()
+        self.starts = StartWatch(config.start_timeout_s)
         self.run: RunContext | None = None
 
     @property
@@ -117,8 +121,14 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
     def prefix(self, run: RunContext) -> str:
         return f"chaos-{run_names(run).rid}"
 
+    def run_uid(self, run: RunContext) -> str:
+        """The run's identity on the cluster, whole: this host and the run directory (one run's own, on a shared
+        volume too). The short ``chaos/run`` of the Jobs' names may be another run's in the same namespace (6 hex
+        digits); the deletion that selects by this as well never takes another run's Jobs."""
+        return hashlib.sha256(f"{socket.gethostname()}:{run.run_dir.resolve()}".encode()).hexdigest()[:40]
+
     def selector(self, run: RunContext) -> str:
-        return f"chaos/run={self.prefix(run)}"
+        return f"chaos/run={self.prefix(run)},chaos/run-uid={self.run_uid(run)}"
 
     def job_name(self, run: RunContext, k: int) -> str:
         return f"{self.prefix(run)}-n{k}"
@@ -219,17 +229,17 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         for k in range(c.nodes):
             name = self.job_name(run, k)
             node = KubeNode(name=f"node{k}", rank=k, address=c.rdzv_host or "127.0.0.1", info={"job": name})
-            labels = {"chaos/run": self.prefix(run), "chaos/node": node.name}
+            labels = {"chaos/run": self.prefix(run), "chaos/run-uid": self.run_uid(run), "chaos/node": node.name}
             env = self._env(run, node.name)
             # The kubelet expands $(VAR) in a command and a variable's value, and makes $$ a $: every $ is doubled,
             # so the shell gets the script, and a workload its arguments, as written.
-            pod = pod_template(self.template, labels=labels, command=["/bin/sh", "-c", self._start(
-                               run, node.name, self._argv(run, k)).replace("$", "$$")],
-                               env={k: v.replace("$", "$$") for k, v in env.items()},
+            start = self.as_nodes_see(self._start(run, node.name, self._argv(run, k)))
+            pod = pod_template(self.template, labels=labels, command=["/bin/sh", "-c", start.replace("$", "$$")],
+                               env={k: self.as_nodes_see(v).replace("$", "$$") for k, v in env.items()},
                                restart_policy=c.restart_policy, grace_s=c.grace_s)
             if not self.local:
                 if workload_cwd(run):  # the experiment's own working directory, as the image has it
-                    agent_container(pod["spec"]["containers"])["workingDir"] = workload_cwd(run)
+                    agent_container(pod["spec"]["containers"])["workingDir"] = self.as_nodes_see(workload_cwd(run))
                 agent_container(pod["spec"]["containers"])["env"].insert(0, {
                     "name": "CHAOS_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
             job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "labels": labels},
@@ -302,6 +312,7 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
                 if state != node.info.get("state"):  # the Job's own account: failures against its backoffLimit
                     node.info["state"] = state
                     run.log("kube_job", node=node.name, job=node.info["job"], **state)
+        self._starting(run, pods, now)
         fresh = [(pod, status) for pod in pods if (status := self.agent_status(pod)) is not None
                  and self.container_id(status) not in self._containers]
         if not fresh:
@@ -323,6 +334,24 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         finally:
             if docker_client is not None:
                 docker_client.close()
+
+    def _starting(self, run: RunContext, pods: list[Any], now: float) -> None:
+        """What holds each running node's newest pod from starting (chaos/kube/starting.py)."""
+        newest = {(p.metadata.labels or {}).get("chaos/node"): p for p in pods if p.metadata.deletion_timestamp is None}
+        for node in self.nodes:
+            if node.poll() is not None:
+                continue
+            pod, job = newest.get(node.name), node.info["job"]
+            if pod is None:
+                what, explain = ("NoPod", f"Job {job} has no pod"), (
+                    lambda job=job: failed_create(self.cluster.core(), self.cluster.namespace, job, api_errors()))
+            else:
+                what, explain = (None if self.agent_status(pod) is not None else hold(pod)), None
+            self.starts.see(node.name, what, now, run.log, explain)
+
+    def blocked(self, run: RunContext) -> str | None:
+        self._read(run)
+        return self.starts.blocked
 
     @staticmethod
     def _container_pid(client: Any, cid: str) -> int:

@@ -33,6 +33,10 @@ class KubernetesConfig(TargetConfig):
     """The Job's backoffLimit: failures (pods, or container restarts under OnFailure) before it gives up."""
     grace_s: int = Field(default=10, ge=0, le=3600)
     """The pods' terminationGracePeriodSeconds: SIGTERM, then SIGKILL this much later (Kubernetes' default: 30)."""
+    start_timeout_s: float = Field(default=300.0, gt=0, le=24 * 3600)
+    """How long a node's pod may be held from starting (unschedulable, its image not pulled, a missing secret, a
+    pod the Job may not create: a quota) before the run ends naming why, rather than waiting out timeout_s. Set it
+    above the longest a fault keeps a pod from starting on purpose (a drain's cordon) and your image's pull."""
     rdzv_port: int = Field(default=29400, ge=1024, le=65535)
     """The c10d rendezvous port, served by node 0's agent (local: a free one is taken if this is busy)."""
     kubeconfig: str | None = None

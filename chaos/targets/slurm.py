@@ -238,12 +238,12 @@ class Slurm(ClusterModes, Netns, kind="slurm"):
         workload_cwd(run)  # made before sbatch --chdir needs it
         job = self._batch(run)
         job_script, node_script = run.run_dir.resolve() / "slurm-job.sh", run.run_dir.resolve() / "slurm-node.sh"
-        job_script.write_text(job.job_script())
-        node_script.write_text(job.node_script())
+        job_script.write_text(self.as_nodes_see(job.job_script()))  # the nodes' own path of shared_dir
+        node_script.write_text(self.as_nodes_see(job.node_script()))
         node_script.chmod(0o755)
         env = workload_env(run, "slurm")
         env.pop("CHAOS_HOST", None)  # each node names itself (slurm-node.sh)
-        delta = {k: v for k, v in env.items() if os.environ.get(k) != v}
+        delta = {k: self.as_nodes_see(v) for k, v in env.items() if os.environ.get(k) != v}
         self.job_id = ctl.submit(str(job_script), env=delta)
         active = f"squeue -h -j {self.job_id} -t PD,R,CG,CF,S,RQ,SE 2>/dev/null | grep -q ."
         run.ledger.push("target/procs", Command(ctl.undo_argv("scancel", self.job_id),
@@ -285,7 +285,7 @@ class Slurm(ClusterModes, Netns, kind="slurm"):
                                                                                   "--ntasks-per-node=1"]
         # --overlap: share the job's CPUs (the ranks hold them all); --quiet: stdout is the answer.
         return ["srun", "--overlap", f"--jobid={job_id}", *where, "--quiet", "--kill-on-bad-exit=0",
-                sys.executable, "-m", "chaos.slurm.steps", *args]
+                sys.executable, "-m", "chaos.slurm.steps", *map(self.as_nodes_see, args)]
 
     def _step_env(self) -> dict[str, str]:
         return {"PYTHONPATH": with_package(os.environ.get("PYTHONPATH"))}

@@ -253,6 +253,46 @@ def test_a_job_whose_backoff_limit_is_used_up_fails_the_run_and_says_so(users, t
     _nothing_left(users, report)
 
 
+def test_pods_that_cannot_start_end_the_run_naming_why(users, tmp_path: Path) -> None:
+    """An image that is not there, a pod no node may take, and a pod the namespace's quota refuses: each ends the
+    run after start_timeout_s with the cluster's own words, instead of waiting out timeout_s."""
+    from kubernetes import client
+
+    kube, ns = users["kube"], users["kube"].namespace
+    cases = [({"image": "chaos-no-such-image:0"}, None, r"node\d's pod has not started in \d+ s "
+              r"\(target.start_timeout_s 3\): ErrImageNeverPull: container trainer: .*chaos-no-such-image:0"),
+             ({"nodeSelector": {"chaos/no-such-label": "x"}}, None, r"Unschedulable: 0/1 nodes are available"),
+             ({}, {"pods": "1"}, r"FailedCreate: Job \S+: .*forbidden: .*quota")]
+    for i, (change, quota, why) in enumerate(cases):
+        tmp = tmp_path / str(i)
+        tmp.mkdir()
+        exp = _experiment(tmp, users, [], [{"completes": {}}], start_timeout_s=3)
+        template = yaml.safe_load((tmp / "pod.yaml").read_text())
+        spec = template["spec"]
+        if "image" in change:
+            spec["containers"][0]["image"] = change["image"]
+        spec.update({k: v for k, v in change.items() if k != "image"})
+        (tmp / "pod.yaml").write_text(yaml.safe_dump(template))
+        if quota:  # someone else's pod already uses the namespace's one pod
+            client.CoreV1Api(kube.api).create_namespaced_resource_quota(ns, {"metadata": {"name": "one-pod"},
+                                                                             "spec": {"hard": quota}})
+        try:
+            t0 = time.monotonic()
+            report = _run(exp, tmp)
+            wall = time.monotonic() - t0
+        finally:
+            if quota:
+                client.CoreV1Api(kube.api).delete_namespaced_resource_quota("one-pod", ns)
+        verdicts = {r.kind: r for r in report.checks}
+        assert verdicts["completes"].verdict == "fail", verdicts["completes"].reason
+        assert any(re.search(why, d) for d in report.outcome.diagnostics), (why, report.outcome.diagnostics)
+        assert wall < 90, f"case {i}: the run took {wall:.0f} s for a pod that could not start"
+        harness = [json.loads(line) for line in (report.run_dir / "harness.jsonl").read_text().splitlines()]
+        assert any(r["ev"] == "kube_pod_start" and r["reason"] for r in harness)
+        assert any(r["ev"] == "blocked" for r in harness)
+        _nothing_left(users, report)
+
+
 REFUSED = [
     ({"kind": "pod-delete", "node": 1}, "limited", "may not delete pods"),
     ({"kind": "node-drain", "node": 1}, "limited", "may not get nodes (cluster-wide); patch nodes (cluster-wide)"),

@@ -71,6 +71,24 @@ def test_the_jobs_own_account_of_its_failures_is_in_the_figures() -> None:
     assert "its Job counted 1 failed pod(s), backoffLimit 2" in r.reason
 
 
+def test_under_on_failure_the_figure_is_the_containers_restart_count_not_failed_pods() -> None:
+    """The Job counts a restarted container against its backoffLimit, and its status says 0 failed pods: a figure
+    of 0 failures for a node that failed and came back would be wrong."""
+    limited = [{**r, "backoff_limit": 3} for r in launches("OnFailure")]
+    r = judge(limited + start("OnFailure")[2:] + [job(1.0, "node1", 0), seen(13.0, "node1", "j-n1-a", "u1", 1),
+                                                  job(14.0, "node1", 0)], container_kill())
+    assert r.verdict == "pass", r.reason
+    assert "node1 restarted in place 3.0 s after it (its container's restart 1; the Job counts restarts against " \
+           "backoffLimit 3)" in r.reason, r.reason
+    second_kill = FaultRecord(index=0, kind="container-kill", label="container-kill#0", t_inject=10.0, t_revert=90.0,
+                              details={"node": "node1", "pod": "j-n1-a", "container": "c2.5", "signal": "SIGKILL",
+                                       "restart_count": 1})
+    gave = judge(limited + start("OnFailure")[2:] + [seen(2.5, "node1", "j-n1-a", "u1", 1, container="c2.5"),
+                                                     job(12.0, "node1", 0, "BackoffLimitExceeded")], second_kill)
+    assert gave.verdict == "fail" and "its Job gave up (BackoffLimitExceeded: 1 restart(s) of its container, " \
+        "backoffLimit 3)" in gave.reason, gave.reason
+
+
 def test_a_job_that_gave_up_is_named_as_the_reason_the_node_never_came_back() -> None:
     limited = [{**r, "backoff_limit": 0} for r in launches("Never")]
     r = judge(limited + start()[2:] + [job(12.0, "node1", 1, "BackoffLimitExceeded")], container_kill())

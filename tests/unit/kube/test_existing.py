@@ -99,3 +99,51 @@ def test_an_unreachable_cluster_makes_a_probe_say_what_keeps_a_cleanup_honest(tm
     # The run's own local cluster, down after its teardown: nothing of it is left.
     assert ctl.main(["cordoned", str(config), "node-a", "chaos-ab", "--gone-if-unreachable"]) == 1
     assert ctl.main(["uncordon", str(config), "node-a", "chaos-ab", "--gone-if-unreachable"]) == 0
+
+
+def test_several_kubeconfig_files_are_merged_as_kubectl_merges_them(tmp_path: Path, monkeypatch) -> None:
+    """$KUBECONFIG=a:b: the cluster and user in one file, the context in another, a missing file skipped."""
+    (tmp_path / "a").write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://10.1.2.3:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n")
+    (tmp_path / "b").write_text(
+        "apiVersion: v1\nkind: Config\ncontexts: [{name: staging, context: {cluster: c, user: u}}]\n"
+        "current-context: staging\n")
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'a'}:{tmp_path / 'missing'}:{tmp_path / 'b'}")
+    cluster = ExistingCluster(None, None, "ml")
+    assert cluster.kubeconfig == f"{tmp_path / 'a'}:{tmp_path / 'missing'}:{tmp_path / 'b'}"
+    assert cluster._client().configuration.host == "https://10.1.2.3:6443"
+    monkeypatch.chdir(tmp_path)  # relative files made absolute: the ledger's undo may run from anywhere
+    assert ExistingCluster("a:b", None, "ml").kubeconfig == f"{tmp_path / 'a'}:{tmp_path / 'b'}"
+    with pytest.raises(CapabilityError, match="no readable kubeconfig at .*missing.*nowhere"):
+        ExistingCluster(f"{tmp_path / 'missing'}:{tmp_path / 'nowhere'}", None, "ml").connect()
+
+
+def test_a_shared_dir_through_a_symlink_is_named_to_the_pods_as_the_setting_writes_it(tmp_path: Path) -> None:
+    """/shared -> /mnt/nfs/team on this host: the harness's resolved paths go to the pods under /shared, where they
+    mount the filesystem; a path that only starts with the same letters is left alone."""
+    real = tmp_path / "mnt" / "team"
+    real.mkdir(parents=True)
+    (tmp_path / "shared").symlink_to(real)
+    target = Kubernetes(KubernetesConfig(cluster="existing", namespace="ml", pod_template="p.yaml",
+                                         shared_dir=str(tmp_path / "shared"), rdzv_host="h"))
+    cmd = f"CHAOS_RUN_DIR={real}/runs/r1 python -m x '{real}' {real}2/other"
+    assert target.as_nodes_see(cmd) == (f"CHAOS_RUN_DIR={tmp_path}/shared/runs/r1 python -m x '{tmp_path}/shared' "
+                                         f"{real}2/other")
+    plain = Kubernetes(KubernetesConfig(cluster="existing", namespace="ml", pod_template="p.yaml",
+                                        shared_dir=str(real), rdzv_host="h"))
+    assert plain.as_nodes_see(cmd) == cmd
+    assert Kubernetes(KubernetesConfig()).as_nodes_see(cmd) == cmd  # the local cluster: this host's own paths
+
+
+def test_two_runs_whose_short_labels_collide_never_select_each_others_jobs(tmp_path: Path, monkeypatch) -> None:
+    """chaos/run is 6 hex digits (the Jobs' names); what the run deletes by also holds its whole identity."""
+    import chaos.runtime.network as network
+
+    monkeypatch.setattr(network, "short_id", lambda run_dir: "ab12cd")
+    target = Kubernetes(KubernetesConfig())
+    one, two = SimpleNamespace(run_dir=tmp_path / "r1"), SimpleNamespace(run_dir=tmp_path / "r2")
+    assert target.prefix(one) == target.prefix(two) == "chaos-ab12cd"
+    assert target.selector(one) != target.selector(two)
+    assert target.selector(one) == f"chaos/run=chaos-ab12cd,chaos/run-uid={target.run_uid(one)}"
+    assert len(target.run_uid(one)) == 40 and target.run_uid(one) == target.run_uid(SimpleNamespace(run_dir=tmp_path / "r1"))
