@@ -32,9 +32,30 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return ExperimentFileCollector.from_parent(parent, path=file_path)
 
 
+HOST_KUBERNETES = "host-kubernetes"
+"""The xdist_group of the tests that bring up this host's one local Kubernetes (chaos/kube/minicluster.py's lock:
+they queue for it). Under ``pytest --dist loadgroup`` they run one after another on one worker, instead of each
+holding a worker idle while it waits its turn."""
+
+
 class ExperimentFileCollector(pytest.File):
     def collect(self) -> Any:
-        yield ExperimentItem.from_parent(self, name=self.path.stem)
+        item = ExperimentItem.from_parent(self, name=self.path.stem)
+        if _local_kubernetes(self.path):
+            item.add_marker(pytest.mark.xdist_group(HOST_KUBERNETES))
+        yield item
+
+
+def _local_kubernetes(path: Path) -> bool:
+    """Does the experiment run on a throwaway local Kubernetes (target kubernetes, cluster: local)? A file that does
+    not read is no group's: its run says what is wrong with it."""
+    import yaml
+
+    try:
+        target = (yaml.safe_load(path.read_text()) or {}).get("target")
+    except (OSError, yaml.YAMLError, AttributeError):
+        return False
+    return isinstance(target, dict) and target.get("kind") == "kubernetes" and target.get("cluster", "local") == "local"
 
 
 class ExperimentFailed(Exception):

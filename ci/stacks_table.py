@@ -44,8 +44,13 @@ def version(dist: str, python: str | None = None) -> str:
     if python is not None:
         from chaos.spec import interpreter
 
+        from chaos.errors import CapabilityError
+
         module = MODULES.get(dist, dist)
-        found = interpreter.providers(python, (module,)).get(module)
+        try:
+            found = interpreter.providers(python, (module,)).get(module)
+        except CapabilityError:  # the environment is not on this machine (any more): say so, not a version
+            return f"unknown ({python} does not run here)"
         return found[1] if found else "not installed"
     try:
         return importlib.metadata.version(dist)

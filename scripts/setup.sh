@@ -25,13 +25,19 @@ pip install -q -e ".[dev]"
 # Each is layered on .venv: its own site-packages hold only the pinned stack, and .venv's come after them (a
 # .pth that adds them), so torch and every other dependency is the one already installed: one small wheel each,
 # no second torch.
+# Both are made by .venv's own interpreter and made again when their Python is no longer .venv's (a .venv rebuilt
+# on another Python would otherwise leave them pointing at, or linking, another version's packages).
+same_python() {  # same_python <dir>: its python runs and is .venv's version
+  [ "$("$1/bin/python" -c 'import sys; print(sys.version)' 2>/dev/null)" = "$("$VENV/bin/python" -c 'import sys; print(sys.version)')" ]
+}
+harness_site() { "$VENV/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))'; }
 stack_env() {  # stack_env <dir name> <requirement>
-  local dir=".venvs/$1" req=$2
-  if ! "$dir/bin/python" -c "import importlib.metadata as m, sys; n, v = sys.argv[1].split('=='); sys.exit(m.version(n) != v)" "$req" 2>/dev/null; then
+  local dir=".venvs/$1" req=$2 base own
+  base=$(harness_site)
+  if ! same_python "$dir" || ! grep -qF "'$base'" "$dir"/lib/python*/site-packages/chaos-layered-on-harness.pth 2>/dev/null \
+     || ! "$dir/bin/python" -c "import importlib.metadata as m, sys; n, v = sys.argv[1].split('=='); sys.exit(m.version(n) != v)" "$req" 2>/dev/null; then
     rm -rf "$dir"
-    "$PY" -m venv --without-pip "$dir"
-    local base own
-    base=$("$VENV/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')
+    "$VENV/bin/python" -m venv --without-pip "$dir"
     own=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "import site; site.addsitedir('$base')" > "$own/chaos-layered-on-harness.pth"
     "$dir/bin/python" -m pip install -q --no-deps "$req"  # pip itself comes from .venv, through the layer
@@ -45,8 +51,8 @@ stack_env torchft-0.2.0 "torchft==0.2.0"
 # e.g. torchft's lighthouse, which takes no part in healing).
 env_without() {  # env_without <dir name> "<top-level names to leave out>" "<programs to link>"
   local dir=".venvs/$1" leave=" $2 " progs=$3 base own entry name
-  [ -x "$dir/bin/python" ] || "$PY" -m venv --without-pip "$dir"
-  base=$("$VENV/bin/python" -c 'import os, sysconfig; print(os.path.realpath(sysconfig.get_paths()["purelib"]))')
+  same_python "$dir" || { rm -rf "$dir"; "$VENV/bin/python" -m venv --without-pip "$dir"; }
+  base=$(harness_site)
   own=$("$dir/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   find "$own" -mindepth 1 -maxdepth 1 -type l -delete
   for entry in "$base"/*; do

@@ -10,7 +10,7 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # stack itself (a gloo peer aborting at exit, heap corruption in an FSDP full-state gather), each
 # of which costs a torchrun restart that a restart bound then counts. One rerun absorbs those; a
 # real regression fails twice. Reruns are listed in the summary (the R in -rfER).
-# Five workers on two cores, each taking the next test as it frees (--dist load --maxschedchunk 1)
+# Five workers on two cores, each taking the next test as it frees
 # in longest-first order (tests/conftest.py, from the measured tests/durations.json): the suite is
 # CPU-bound with waits in between (restart back-offs, collective timeouts, Slurm timers), and the
 # slowest runs, a Slurm requeue or the game day, start at once instead of being dealt last and
@@ -22,13 +22,17 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # runs (each waits out a lighthouse heartbeat timeout and a replica group's absence), -n 5 left 13 % of the CPU
 # idle (1,796 CPU-s in tests, 17 min 44 s from a fresh clone, import torch 1.48 CPU-s); -n 6 did not fill those
 # waits: 18 min 38 s (1,902 CPU-s, 1.43 CPU-s), a torchrun restart slowed to 15 s and one rerun. CHAOS_TEST_WORKERS
-# overrides.
+# overrides. On 2026-11-27 the waits had grown to 4,014 of 5,741 summed test-seconds (20 min 1 s): each run on the host's
+# one local Kubernetes queues for it (chaos/kube/minicluster.py), and longest-first dealt all of them at once, each
+# holding a worker idle for minutes. --dist loadgroup sends those (xdist_group "host-kubernetes", set by the chaos
+# plugin and the kube test modules) to one worker, one after another, first (the biggest group); every other test is
+# a group of its own, in longest-first order (a worker holds at most two: the one it runs and the next).
 # One intra-op thread per process, as torchrun gives each of several workers on a node: the suite
 # runs up to five jobs at once on two cores, and a job whose nodes are co-located here with one
 # worker each (world-size changes, Slurm, netns) would otherwise run two OpenMP threads per rank,
 # spinning for each other (hf-trainer-world-size-change: 13.2 -> 10.1 CPU-s, ci/bench/thread_count.py). The
 # golden cache key carries the thread count, so goldens are not shared across the setting.
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-5}" --dist load --maxschedchunk 1 -p no:cacheprovider \
+exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-5}" --dist loadgroup -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"

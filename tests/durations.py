@@ -35,6 +35,8 @@ GUESS_S = {"experiments": 30.0, "tests.integration": 10.0}
 def junit_key(nodeid: str) -> str:
     """``tests/unit/test_a.py::TestX::test_y[1]`` -> ``tests.unit.test_a.TestX::test_y[1]``, the
     classname and name that pytest's junit XML gives the same test."""
+    if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist's "@group" suffix (--dist loadgroup), as xdist finds it
+        nodeid = nodeid.rsplit("@", 1)[0]
     parts = nodeid.split("::")
     path = parts[0].removesuffix(".py").replace("/", ".")
     return ".".join([path, *parts[1:-1]]) + "::" + parts[-1]
@@ -69,7 +71,10 @@ def from_junit(xml: Path) -> dict[str, float]:
     for case in ET.parse(xml).iter("testcase"):
         if case.find("skipped") is not None:
             continue
-        key, wall = f"{case.get('classname')}::{case.get('name')}", float(case.get("time") or 0)
+        name = str(case.get("name"))
+        if name.rfind("@") > name.rfind("]"):  # xdist's "@group" suffix is not the test's name
+            name = name.rsplit("@", 1)[0]
+        key, wall = f"{case.get('classname')}::{name}", float(case.get("time") or 0)
         if wall >= 1.0 or estimate(key, {}) > 0:
             out[key] = round(wall, 1)
     return out

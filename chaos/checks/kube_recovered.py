@@ -114,8 +114,9 @@ class KubeRecovered(Check, kind="kube_recovered"):
             jobs = [r for r in h.of("kube_job") if r.get("source") == "harness" and r.get("node") == node]
             if not after:
                 gave_up = next((r for r in jobs if r.t > t0 and isinstance(r.get("gave_up"), str)), None)
-                counted = (f"{_count(seen_of[-1])} restart(s) of its container" if policies.get(node) == "OnFailure"
-                           and (seen_of := [r for r in seen if r.get("node") == node])
+                # Under OnFailure the Job counts its container's restarts, which its status does not give (and a
+                # restart that died between two reads was never seen): no count rather than a wrong one.
+                counted = ("after its container's restarts" if policies.get(node) == "OnFailure"
                            else f"{gave_up.get('failed') if gave_up else '?'} failed pod(s)")
                 why = (f"its Job gave up ({gave_up['gave_up']}: {counted}, backoffLimit "
                        f"{limits.get(node, '?')})" if gave_up is not None

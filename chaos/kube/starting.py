@@ -26,9 +26,11 @@ def hold(pod: Any) -> tuple[str, str] | None:
     for cond in status.conditions or []:
         if cond.type == "PodScheduled" and cond.status == "False":
             return cond.reason or "Unschedulable", cond.message or ""
-    for s in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+    inits = status.init_container_statuses or []
+    for s in [*inits, *(status.container_statuses or [])]:
         waiting = s.state.waiting if s.state is not None else None
-        if waiting is not None and waiting.reason in WAITING:
+        # An init container that keeps failing holds the pod for good; the agent's own crash loop is a restart.
+        if waiting is not None and (waiting.reason in WAITING or (s in inits and waiting.reason == "CrashLoopBackOff")):
             return waiting.reason, f"container {s.name}: {waiting.message or ''}".rstrip(": ")
     return None
 

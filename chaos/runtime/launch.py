@@ -108,9 +108,9 @@ def check_launcher(run: RunContext) -> None:
 
 
 def resolve_command(name: str, python: str = sys.executable) -> str:
-    """A bare command (``torchrun``, ``python``, ``accelerate``) as the one next to the harness's own
-    interpreter when there is one: the virtual environment the harness runs from has the torch it
-    was set up with, and need not be activated (on PATH) for ``chaos run`` to work."""
+    """A bare command (``torchrun``, ``python``, ``accelerate``) as the one next to the workload's interpreter
+    (the harness's own, or workload.python) when there is one: that virtual environment has the torch it was set
+    up with, and need not be activated (on PATH) for ``chaos run`` to work."""
     if not name or os.sep in name:
         return name
     beside = Path(python).parent / name
@@ -157,6 +157,8 @@ def protocol_env(run: RunContext, node: str) -> dict[str, str]:
     env: dict[str, str] = {}
     # Make `chaos.sdk` importable by the workload even from a plain checkout.
     env["PYTHONPATH"] = with_package(os.environ.get("PYTHONPATH"))
+    # workload.python: its environment activated, and of the harness's only the chaos package on the path.
+    env.update(interpreter.activation(run.experiment, run.run_dir, os.environ.get("PYTHONPATH")))
     if run.instep_dir is not None:
         # In-step faults act inside the ranks: a sitecustomize that loads chaos.instep.rank once torch's
         # optimizers are imported. Only runs that arm one get it.

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,26 @@ def workload_python(experiment) -> str:
     return str(found) if found is not None else value
 
 
+def activation(experiment, run_dir: Path, pythonpath: str | None) -> dict[str, str]:
+    """The variables that make the workload's own environment the one its processes use, as activating it would:
+    its bin/ first on PATH (a ``command``'s torchrun, accelerate, python), VIRTUAL_ENV, and on PYTHONPATH only the
+    chaos package (for chaos.sdk), never the folder that holds it: for an installed harness that folder is the
+    harness's own site-packages, whose torch and stack would shadow the environment's. {} without workload.python."""
+    if experiment.workload.python is None:
+        return {}
+    python = Path(workload_python(experiment))
+    only = run_dir.resolve() / "chaos-package"
+    only.mkdir(parents=True, exist_ok=True)
+    link = only / "chaos"
+    if not link.is_symlink():
+        link.symlink_to(Path(__file__).resolve().parent.parent)  # this package's folder, chaos/
+    env = {"PATH": os.pathsep.join([str(python.parent), os.environ.get("PATH", os.defpath)]),
+           "PYTHONPATH": os.pathsep.join(p for p in [str(only), pythonpath or ""] if p)}
+    if (python.parent.parent / "pyvenv.cfg").is_file():
+        env["VIRTUAL_ENV"] = str(python.parent.parent)
+    return env
+
+
 def check(experiment) -> None:
     """Raise CapabilityError, before launch, when ``workload.python`` is not a runnable interpreter with torch."""
     value = experiment.workload.python
@@ -58,6 +79,15 @@ def check(experiment) -> None:
     if missing:
         raise CapabilityError(f"workload.python {value}: {found} cannot import {', '.join(missing)}; install it "
                               f"there ({found} -m pip install torch==2.13.0)")
+    command = experiment.workload.command
+    program = command[0] if command else ""
+    if program and os.sep not in program and not (found.parent / program).exists():
+        # Not in the environment: the PATH's, which may be another environment's (the harness's own, activated).
+        other = shutil.which(program)
+        if other is not None and (Path(other).parent.parent / "pyvenv.cfg").is_file():
+            raise CapabilityError(f"workload.command runs {program}, which {found.parent} does not have: it would be "
+                                  f"{other}, of another virtual environment, with that environment's packages; "
+                                  f"install it in the workload's ({found} -m pip install ...) or name its path")
 
 
 def missing_modules(experiment, modules: tuple[str, ...]) -> list[str]:
@@ -102,6 +132,20 @@ def versions(python: str, dists: tuple[str, ...]) -> dict[str, str]:
     return _ask(python, code, list(dists))
 
 
+def environment(python: str) -> list[str]:
+    """What ``python`` computes with, for the golden cache key: its own version and every distribution it sees,
+    name==version, in its path's order (the first of a name is the one imported). Not cached: an environment
+    upgraded between two runs of one process is another environment."""
+    code = ("import importlib.metadata as m, json, sys\n"
+            "seen = []\n"
+            "for d in m.distributions():\n"
+            "    name = (d.metadata['Name'] or '').lower()\n"
+            "    if name and name not in [s.split('==')[0] for s in seen]:\n"
+            "        seen.append(name + '==' + (d.version or ''))\n"
+            "print(json.dumps(['python==' + sys.version.split()[0]] + sorted(seen)))")
+    return _ask(python, code, [])
+
+
 @functools.lru_cache(maxsize=32)
 def providers(python: str, modules: tuple[str, ...]) -> dict[str, list[str]]:
     """Each of ``modules`` -> [distribution, version] of the distribution ``python`` imports it from: the first on
@@ -118,7 +162,8 @@ def providers(python: str, modules: tuple[str, ...]) -> dict[str, list[str]]:
 
 def _ask(python: str, code: str, args: list[str]):
     try:
-        res = subprocess.run([python, "-I", "-c", code, *args], capture_output=True, text=True, timeout=60)
+        # As the ranks run: the harness's PYTHONPATH is theirs too (after the chaos package), not isolated.
+        res = subprocess.run([python, "-c", code, *args], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise CapabilityError(f"workload.python {python} does not run: {exc}") from None
     if res.returncode != 0:

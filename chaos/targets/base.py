@@ -121,7 +121,9 @@ class ClusterModes:
         real = str(Path(written).resolve())
         if real == written:
             return text
-        return re.sub(re.escape(real) + r"(?=/|$|[\s'\"])", lambda _: written, text)
+        # A whole path only: at the start of the text or after a separator (space, quote, =, :), and ending there
+        # or at a /: /scratch/data/x is not /data/x.
+        return re.sub(r"(?<![^\s'\"=:;])" + re.escape(real) + r"(?=/|$|[\s'\":;])", lambda _: written, text)
 
 
 def require_shared_dir(run: RunContext, shared_dir: str | None, nodes: str) -> None:

@@ -108,6 +108,12 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
         self.cluster.require(RUN, "target kubernetes (cluster: existing)")
 
     def admit(self, run: RunContext, kind: str, config: Any) -> None:
+        duration = getattr(config, "duration_s", None)
+        if kind == "node-drain" and duration and duration >= self.config.start_timeout_s:
+            # Its evicted pods wait Pending (unschedulable) while it lasts: that hold would end the run.
+            raise CapabilityError(f"fault node-drain keeps its node cordoned {duration:g} s, as long as or longer than "
+                                  f"target.start_timeout_s {self.config.start_timeout_s:g} s (a pod held from starting "
+                                  f"that long ends the run): raise start_timeout_s above the drain")
         if self.local:
             return
         needs = EXISTING_FAULTS.get(kind)
@@ -226,6 +232,7 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
                                               timeout_s=WAIT_PODS_S + 30))
         self.agent_name = agent_container(self.template["spec"]["containers"]).get("name") or AGENT
         self.nodes = []
+        self.starts = StartWatch(c.start_timeout_s)  # a relaunch's pods are held, or not, from now on
         for k in range(c.nodes):
             name = self.job_name(run, k)
             node = KubeNode(name=f"node{k}", rank=k, address=c.rdzv_host or "127.0.0.1", info={"job": name})

@@ -285,10 +285,10 @@ class Slurm(ClusterModes, Netns, kind="slurm"):
                                                                                   "--ntasks-per-node=1"]
         # --overlap: share the job's CPUs (the ranks hold them all); --quiet: stdout is the answer.
         return ["srun", "--overlap", f"--jobid={job_id}", *where, "--quiet", "--kill-on-bad-exit=0",
-                sys.executable, "-m", "chaos.slurm.steps", *map(self.as_nodes_see, args)]
+                *map(self.as_nodes_see, [sys.executable, "-m", "chaos.slurm.steps", *args])]
 
     def _step_env(self) -> dict[str, str]:
-        return {"PYTHONPATH": with_package(os.environ.get("PYTHONPATH"))}
+        return {"PYTHONPATH": self.as_nodes_see(with_package(os.environ.get("PYTHONPATH")))}
 
     def workers(self, run: RunContext) -> list[Worker]:
         """Live workers of the run: the process tree on the local cluster; on yours, a listing step on every node."""

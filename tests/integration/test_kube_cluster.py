@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 
 from chaos.kube.build import refusal
+from chaos.pytest_plugin import HOST_KUBERNETES
 from chaos.runtime.context import HarnessLog, RunContext
 from chaos.runtime.ledger import Ledger
 from chaos.runtime.shell import Shell
 
 WHY = refusal()
-pytestmark = [pytest.mark.root, pytest.mark.docker, pytest.mark.skipif(WHY is not None, reason=f"{WHY}")]
+pytestmark = [pytest.mark.xdist_group(HOST_KUBERNETES), pytest.mark.root, pytest.mark.docker, pytest.mark.skipif(WHY is not None, reason=f"{WHY}")]
 
 
 def leftovers(namespace: str, roots: list[Path], pids: list[int]) -> list[str]:

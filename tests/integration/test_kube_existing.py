@@ -22,13 +22,14 @@ import yaml
 
 from chaos.errors import CapabilityError
 from chaos.kube.build import refusal
+from chaos.pytest_plugin import HOST_KUBERNETES
 from chaos.runtime.context import HarnessLog, RunContext
 from chaos.runtime.ledger import Ledger
 from chaos.runtime.shell import Shell
 
 ROOT = Path(__file__).resolve().parents[2]
 WHY = refusal()
-pytestmark = [pytest.mark.integration, pytest.mark.root, pytest.mark.docker,
+pytestmark = [pytest.mark.xdist_group(HOST_KUBERNETES), pytest.mark.integration, pytest.mark.root, pytest.mark.docker,
               pytest.mark.skipif(WHY is not None, reason=f"{WHY}")]
 OTHER = "someone-else"
 

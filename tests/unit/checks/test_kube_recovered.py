@@ -85,7 +85,7 @@ def test_under_on_failure_the_figure_is_the_containers_restart_count_not_failed_
                                        "restart_count": 1})
     gave = judge(limited + start("OnFailure")[2:] + [seen(2.5, "node1", "j-n1-a", "u1", 1, container="c2.5"),
                                                      job(12.0, "node1", 0, "BackoffLimitExceeded")], second_kill)
-    assert gave.verdict == "fail" and "its Job gave up (BackoffLimitExceeded: 1 restart(s) of its container, " \
+    assert gave.verdict == "fail" and "its Job gave up (BackoffLimitExceeded: after its container's restarts, " \
         "backoffLimit 3)" in gave.reason, gave.reason
 
 

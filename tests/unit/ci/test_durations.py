@@ -80,3 +80,10 @@ def test_an_unreadable_file_orders_by_kind_alone(tmp_path: Path) -> None:
     for text in ("[1, 2]", '{"a": "slow"}', '{"a": null}'):
         bad.write_text(text)
         assert durations.load(bad) == {}, text
+
+
+def test_an_xdist_group_suffix_is_not_part_of_the_key() -> None:
+    """--dist loadgroup names a grouped test ``...::test_x@group``: its duration is still the test's."""
+    assert durations.junit_key("tests/integration/test_k.py::test_x@host-kubernetes") == \
+        "tests.integration.test_k::test_x"
+    assert durations.junit_key("tests/unit/test_a.py::test_y[a@b]") == "tests.unit.test_a::test_y[a@b]"

@@ -44,3 +44,7 @@ def test_a_frameworks_row_reports_the_version_the_jobs_environment_ran(tmp_path:
     exp.write_text("name: old\nworkload: {script: workloads/torchft_ddp.py}\ntarget: {kind: torchft}\n")
     (row,) = stacks_table.rows(tmp_path / "runs", frameworks=True)
     assert row[1] == stacks_table.version("torchft-nightly")
+
+
+def test_an_environment_that_is_not_here_any_more_is_reported_unknown_not_as_the_harnesss(tmp_path: Path) -> None:
+    assert stacks_table.version("torchft-nightly", str(tmp_path / "gone" / "bin" / "python")).startswith("unknown (")

@@ -130,6 +130,9 @@ def test_a_shared_dir_through_a_symlink_is_named_to_the_pods_as_the_setting_writ
     cmd = f"CHAOS_RUN_DIR={real}/runs/r1 python -m x '{real}' {real}2/other"
     assert target.as_nodes_see(cmd) == (f"CHAOS_RUN_DIR={tmp_path}/shared/runs/r1 python -m x '{tmp_path}/shared' "
                                          f"{real}2/other")
+    # Only a whole path: after a separator (space, quote, =, :) and up to one; PYTHONPATH's entries too.
+    assert target.as_nodes_see(f"--data /scratch{real}/x PYTHONPATH={real}:/opt") == (
+        f"--data /scratch{real}/x PYTHONPATH={tmp_path}/shared:/opt")
     plain = Kubernetes(KubernetesConfig(cluster="existing", namespace="ml", pod_template="p.yaml",
                                         shared_dir=str(real), rdzv_host="h"))
     assert plain.as_nodes_see(cmd) == cmd

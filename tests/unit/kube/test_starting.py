@@ -102,3 +102,26 @@ def test_failed_create_names_the_newest_refusal_or_why_it_could_not_read_events(
     denied = _Core(error=client.ApiException(status=403, reason="Forbidden"))
     assert failed_create(denied, "ns", "j", (client.ApiException,)) == (
         "NoPod", "Job j has no pod (the kubeconfig may not list events to say why)")
+
+
+def test_an_init_container_in_a_crash_loop_holds_the_pod_the_agents_own_does_not() -> None:
+    crash = client.V1ContainerState(waiting=client.V1ContainerStateWaiting(reason="CrashLoopBackOff", message="x"))
+    init = client.V1ContainerStatus(name="fetch", image="i", image_id="", ready=False, restart_count=3, state=crash)
+    pod = client.V1Pod(status=client.V1PodStatus(init_container_statuses=[init], container_statuses=[]))
+    assert hold(pod) == ("CrashLoopBackOff", "container fetch: x")
+    agent = client.V1ContainerStatus(name="agent", image="i", image_id="", ready=False, restart_count=3, state=crash)
+    assert hold(client.V1Pod(status=client.V1PodStatus(container_statuses=[agent]))) is None  # a restart: judged
+
+
+def test_a_drain_longer_than_the_start_timeout_is_refused_before_launch() -> None:
+    from types import SimpleNamespace
+
+    import pytest
+
+    from chaos.errors import CapabilityError
+    from chaos.targets.kubernetes import Kubernetes, KubernetesConfig
+
+    target = Kubernetes(KubernetesConfig(start_timeout_s=60))
+    with pytest.raises(CapabilityError, match="keeps its node cordoned 90 s.*raise start_timeout_s above the drain"):
+        target.admit(SimpleNamespace(), "node-drain", SimpleNamespace(duration_s=90))
+    target.admit(SimpleNamespace(), "node-drain", SimpleNamespace(duration_s=30))

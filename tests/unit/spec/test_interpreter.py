@@ -128,3 +128,52 @@ def test_torchfts_lighthouse_is_the_jobs_own_or_none(tmp_path: Path, monkeypatch
     own = python.parent / LIGHTHOUSE
     own.write_text("#!/bin/sh\n")
     assert lighthouse_binary(str(python)) == str(own)
+
+
+def test_the_jobs_environment_is_activated_and_only_the_chaos_package_added(tmp_path: Path, monkeypatch) -> None:
+    """An installed harness's package folder is its whole site-packages: on the ranks' path it would shadow the
+    environment's torch and stack. Only a folder holding chaos goes there; the environment's bin/ comes first."""
+    python = _venv(tmp_path / "job")
+    exp = _exp(tmp_path, f"python: {python}")
+    env = interpreter.activation(exp, tmp_path / "run", "/users/own")
+    assert env["PATH"].split(os.pathsep)[0] == str(python.parent)
+    assert env["VIRTUAL_ENV"] == str(tmp_path / "job")
+    only, users = env["PYTHONPATH"].split(os.pathsep)
+    assert users == "/users/own" and os.listdir(only) == ["chaos"]
+    assert (Path(only) / "chaos" / "sdk.py").is_file()
+    assert interpreter.activation(_exp(tmp_path, "args: {}"), tmp_path / "run", None) == {}
+
+
+def test_a_commands_program_from_another_environment_is_refused(tmp_path: Path, monkeypatch) -> None:
+    """torchrun not in the job's environment but in the harness's, activated: the job would run with the harness's
+    packages while the golden key and the findings name the job's."""
+    python = _venv(tmp_path / "job")
+    monkeypatch.setattr(interpreter, "_missing", lambda py, mods: [])  # past the torch check
+    other = _venv(tmp_path / "harness")
+    (other.parent / "torchrun").write_text("#!/bin/sh\n")
+    (other.parent / "torchrun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other.parent}{os.pathsep}{os.environ['PATH']}")
+    (tmp_path / "c.yaml").write_text(f"name: c\nworkload: {{command: [torchrun, train.py], python: {python}}}\n")
+    with pytest.raises(CapabilityError, match=rf"runs torchrun, which {python.parent} does not have: it would be "
+                                              rf"{other.parent / 'torchrun'}, of another virtual environment"):
+        interpreter.check(load_experiment(tmp_path / "c.yaml"))
+    (python.parent / "torchrun").write_text("#!/bin/sh\n")
+    interpreter.check(load_experiment(tmp_path / "c.yaml"))  # the environment's own: fine
+    (tmp_path / "s.yaml").write_text(f"name: s\nworkload: {{command: [sh, run.sh], python: {python}}}\n")
+    interpreter.check(load_experiment(tmp_path / "s.yaml"))  # a system program: not another environment's
+
+
+def test_two_environments_that_differ_in_one_package_never_share_a_golden(tmp_path: Path) -> None:
+    """The lie: the same experiment file over an environment whose torchft was upgraded. A golden of the old one
+    taken for the new would let matches_golden pass a computation it never saw."""
+    python = _venv(tmp_path / "job")
+    exp = _exp(tmp_path, f"python: {python}")
+    before = exp.workload_hash()
+    site = next((tmp_path / "job" / "lib").glob("python3*/site-packages"))
+    info = site / "torchft-0.2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchft\nVersion: 0.2.0\n")
+    upgraded = exp.workload_hash()
+    assert upgraded != before
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: torchft\nVersion: 0.3.0\n")
+    assert exp.workload_hash() not in (before, upgraded)
