@@ -13,25 +13,16 @@ import sys
 from pathlib import Path
 
 from chaos.errors import CapabilityError
+from chaos.spec.workload import resolve_path
 
 TARGETS_WITH_IMAGES = ("docker", "kubernetes")
 """Targets whose ranks run in an image: their interpreter is the image's (``target.python``), not a host path."""
 
 
 def find(value: str, source: Path) -> Path | None:
-    """``workload.python`` as a path: absolute, or relative to the experiment file's folder, any folder above it,
-    or the current one. Not resolved through symlinks: a virtual environment's ``bin/python`` is a link to the
-    base interpreter, and only the link's own path makes Python take the environment's packages."""
-    try:
-        p = Path(value).expanduser()
-        if p.is_absolute():
-            return p if p.exists() else None
-        for base in [source.parent.resolve(), *source.parent.resolve().parents, Path.cwd()]:
-            if (base / p).exists():
-                return Path(os.path.abspath(base / p))
-    except (OSError, ValueError, RuntimeError):  # NUL bytes, names too long: not a usable path
-        return None
-    return None
+    """``workload.python`` as a path, found as a script's is, but not resolved through symlinks (a virtual
+    environment's ``bin/python`` is a link to the base interpreter)."""
+    return resolve_path(value, source, follow_links=False)
 
 
 def workload_python(experiment) -> str:

@@ -5,6 +5,7 @@ the golden cache is keyed by."""
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -140,14 +141,17 @@ def installed_version(dist: str) -> str | None:
         return None
 
 
-def resolve_path(value: str, source: Path) -> Path | None:
+def resolve_path(value: str, source: Path, follow_links: bool = True) -> Path | None:
+    """``value`` as an existing path: absolute, or relative to the experiment file's folder, any folder above it, or
+    the current one; resolved through symlinks unless ``follow_links`` is False (a venv's bin/python, a link to
+    the base interpreter: only the link's own path makes Python take the environment's packages)."""
     try:
         p = Path(value).expanduser()
         if p.is_absolute():
             return p if p.exists() else None
         for base in [source.parent.resolve(), *source.parent.resolve().parents, Path.cwd()]:
             if (base / p).exists():
-                return (base / p).resolve()
+                return (base / p).resolve() if follow_links else Path(os.path.abspath(base / p))
     except (OSError, ValueError, RuntimeError):  # NUL bytes, names too long, symlink loops: not a usable path
         return None
     return None
