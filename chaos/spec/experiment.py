@@ -134,14 +134,14 @@ class Experiment:
         if device:
             payload["device_env"] = device
         h.update(json.dumps(payload, sort_keys=True, default=str).encode())
-        # The stack's own packages compute the run as much as the script does (an upgraded Trainer
-        # changes its sampler, its scheduler, its defaults).
         if self.workload.python is not None:
             # The job's own environment, whole: where it is, its Python, and every distribution in it (a torchft
             # upgraded there is another computation, though the experiment file is the same).
             python = interpreter.workload_python(self)
             h.update(f"{Path(python).absolute()};{';'.join(interpreter.environment(python))}".encode())
             return h.hexdigest()[:16]
+        # The stack's own packages compute the run as much as the script does (an upgraded Trainer
+        # changes its sampler, its scheduler, its defaults).
         for dist in STACK_PACKAGES:
             version = installed_version(dist)
             if version is not None:

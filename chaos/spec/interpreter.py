@@ -1,6 +1,6 @@
 """The workload's Python interpreter: the harness's own, or ``workload.python`` (the job's virtual environment,
-e.g. a stack pinned at another version than the harness's), found, checked before launch, and asked which
-versions of the stack's packages it imports (the golden cache key is the workload's, not the harness's)."""
+e.g. a stack pinned at another version than the harness's), found, checked before launch, and asked what it
+computes with (its Python and every distribution: the golden cache key is the workload's, not the harness's)."""
 
 from __future__ import annotations
 
@@ -107,20 +107,6 @@ def _missing(python: str, modules: tuple[str, ...]) -> list[str]:
             "        return False\n"
             "print(json.dumps([m for m in sys.argv[1:] if not found(m)]))")
     return _ask(python, code, list(modules))
-
-
-@functools.lru_cache(maxsize=32)
-def versions(python: str, dists: tuple[str, ...]) -> dict[str, str]:
-    """The installed versions of ``dists`` as ``python`` sees them (read from their metadata, nothing imported)."""
-    code = ("import importlib.metadata as m, json, sys\n"
-            "out = {}\n"
-            "for d in sys.argv[1:]:\n"
-            "    try:\n"
-            "        out[d] = m.version(d)\n"
-            "    except m.PackageNotFoundError:\n"
-            "        pass\n"
-            "print(json.dumps(out))")
-    return _ask(python, code, list(dists))
 
 
 def environment(python: str) -> list[str]:
