@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from chaos.evidence.records import ProtocolError, Record, attempt_key, parse, record, record_problem
+from chaos.evidence.rounds import raised, round_labels as label_rounds
 
 __all__ = ["HARNESS_LOG", "EventTail", "History", "ProtocolError", "Record", "attempt_key", "read_records",
            "record_problem"]
@@ -173,13 +174,16 @@ class History:
         previous round is alive: torchrun stops every worker of an agent before that agent joins
         the next rendezvous; under Slurm a requeue raises CHAOS_LAUNCH) and logs it on
         ``worker_spawn`` as ``generation``; every worker of a round gets the highest attempt the
-        harness read for any of them (``launch.TORCHELASTIC_RESTART_COUNT`` from its environment).
+        harness read for any of them (``launch.TORCHELASTIC_RESTART_COUNT`` from its environment), raised past the
+        previous round's where that highest count repeats although a node's agent counted a restart in between
+        (chaos/evidence/rounds.py).
         Two ways a process writes the wrong label: on a multi-node job only the agent whose worker
         failed counts a restart, so a peer that merely re-rendezvoused keeps its old count; and a
         user's script that labels its own attempts may keep one label across a Slurm requeue. Left
         alone, both make two rounds one attempt (the lineage would call the second an in-process
         reload, ``0.0#1``, and a check would read the requeued job's ``final`` as the preempted one's).
         """
+        labelled_then = [r.get("attempt") for r in self.records]  # index-aligned: relabelling replaces in place
         for spawn, label in self.round_labels():
             self.set_attempt(str(spawn.get("node")), spawn["worker_pid"], label)
         windows = self.reported_rounds()
@@ -194,17 +198,25 @@ class History:
                 label = windows[key][max(bisect.bisect_right(starts[key], _t(r)) - 1, 0)][1]  # type: ignore[index]
                 if r.get("attempt") != label:
                     self.records[i] = r.relabeled(label)
-        # The witness's looks carry the attempt of the event they looked at, as the event was labelled then; where
-        # the event has been put in its round since (the rounds a rank reports are known only at the end), so is
-        # the look: the check pairs them by path, time and attempt.
-        moved = {(r.get("ev"), r.get("t"), r.get("path"), r.get("attempt_reported")): r["attempt"]
-                 for r in self.records if r.get("source") != "harness" and "attempt_reported" in r
-                 and isinstance(r.get("path"), str)}
+        # The witness's looks carry the attempt of the event they looked at, as the event was labelled then: what
+        # the rank wrote, or a label the runner gave it live (which may have changed again as the round's later
+        # workers appeared). Where the event has been put in its round since (the rounds a rank reports are known
+        # only at the end), so is the look: the check pairs them by path, time and attempt. An event is found by
+        # kind, time and path; only where two share those does the attempt the look carries choose between them.
+        events: dict[tuple[Any, Any, Any], list[tuple[set[Any], str]]] = defaultdict(list)
+        for r, then in zip(self.records, labelled_then):
+            if r.get("source") != "harness" and isinstance(r.get("path"), str):
+                events[(r.get("ev"), r.get("t"), r.get("path"))].append(({r.get("attempt_reported"), then},
+                                                                         r.get("attempt")))
         for i, r in enumerate(self.records):
             if r.get("ev") == "ckpt_verify" and r.get("source") == "harness":
-                key = (r.get("seen"), r.get("t_event"), r.get("path"), r.get("attempt"))
-                label = moved.get(key) if all(isinstance(k, (str, int, float)) for k in key) else None
-                if label is not None and r.get("attempt") != label:
+                key = (r.get("seen"), r.get("t_event"), r.get("path"))
+                if not all(isinstance(k, (str, int, float)) for k in key):
+                    continue
+                found = events.get(key, [])
+                label = found[0][1] if len(found) == 1 else next(
+                    (final for was, final in found if r.get("attempt") in was), None)
+                if isinstance(label, str) and r.get("attempt") != label:
                     self.records[i] = r.relabeled(label)
         # The harness's own records of the workers: the spawn and exit of each relabelled process.
         for i, r in enumerate(self.records):
@@ -217,11 +229,13 @@ class History:
         """Each ``worker_spawn`` the harness logged, with the attempt of its round (see ``align_attempts``)."""
         spawns = [r for r in self.of("worker_spawn") if isinstance(r.get("generation"), int)
                   and isinstance(r.get("worker_pid"), int) and isinstance(r.get("attempt"), str)]
-        labels: dict[int, str] = {}
+        rounds: dict[int, list[tuple[str, str]]] = defaultdict(list)
         for r in spawns:
-            g = r["generation"]
-            if g not in labels or attempt_key(r["attempt"]) > attempt_key(labels[g]):
-                labels[g] = r["attempt"]
+            # What the worker reported (a second alignment reads the spawns the first relabelled).
+            reported = r.get("attempt_reported")
+            rounds[r["generation"]].append((str(r.get("node")), reported if isinstance(reported, str) else r["attempt"]))
+        # A drop-replica job's groups restart apart (the runner says so on each spawn: ProcessTree.independent_nodes).
+        labels = label_rounds(sorted(rounds.items()), independent=any(r.get("independent") is True for r in spawns))
         return [(r, labels[r["generation"]]) for r in spawns]
 
     def reported_rounds(self) -> dict[tuple[str, int], list[tuple[float, str]]]:
@@ -234,9 +248,9 @@ class History:
         gets the highest attempt any of its ranks wrote.
 
         Each (host, pid) gets the rounds it started in, by time: a recreated pod numbers its processes from 1
-        again, so one pid may be two processes in two rounds. Taken only where the rounds' labels rise strictly in
-        time order, else nothing is relabelled: two rounds that would share one label would read as one attempt
-        (a restart lost, a resume taken for an in-process reload)."""
+        again, so one pid may be two processes in two rounds. The rounds' labels must rise strictly in time order: a
+        round whose label does not is raised one restart past the round before it (two rounds that shared one label
+        would read as one attempt: a restart lost, a resume taken for an in-process reload)."""
         starts = [r for r in self.of("start") if isinstance(r.get("pid"), int) and isinstance(r.get("attempt"), str)
                   and _store_address(r.get("rdzv_store")) and (str(r.get("host")), r["pid"]) not in self.relabel]
         rounds: list[list[Record]] = []
@@ -253,7 +267,11 @@ class History:
         for members in rounds:
             label = max((m["attempt"] for m in members), key=attempt_key)
             if previous is not None and attempt_key(label) <= attempt_key(previous):
-                return {}
+                # Two rendezvous, two attempts, whatever the agents counted (on a multi-node job only the agent
+                # whose worker failed counts: a kill on node 1, then on node 0, reports 0.1 twice).
+                label = raised(previous)
+                if attempt_key(label) <= attempt_key(previous):
+                    return {}  # labels that are not launch.restart: nothing to raise them by
             previous = label
             for m in members:
                 windows[(str(m.get("host")), m["pid"])].append((_t(m), label))

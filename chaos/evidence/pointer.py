@@ -36,6 +36,7 @@ from typing import Any, Callable
 from chaos.checkpoint.findings import DCP_METADATA, step_of
 from chaos.checkpoint.formats import _zip_crc  # zipfile only: no torch in the harness for a look
 from chaos.checkpoint.manifest import MANIFEST_NAME, read_manifest, verify_manifest
+from chaos.evidence.fs_ops import pointer_moves, read_ops
 
 INTERVAL_S = 0.005
 """How often the pointer is stat'ed: a stat is microseconds, and a pointer ahead of its data is ahead for
@@ -124,8 +125,11 @@ class PointerWatch:
     """Polls ``<ckpt_dir>/<name>`` in a thread from ``start`` to ``close``; logs each move as ``ckpt_pointer``."""
 
     def __init__(self, ckpt_dir: Path, log: Callable[..., Any], name: str = "latest",
-                 interval_s: float = INTERVAL_S, hash_budget_bytes: int = HASH_BUDGET_BYTES) -> None:
+                 interval_s: float = INTERVAL_S, hash_budget_bytes: int = HASH_BUDGET_BYTES,
+                 oplog: Path | None = None) -> None:
         self.ckpt_dir = Path(ckpt_dir)
+        self.oplog = oplog
+        """Where the checkpoint filesystem records its changes, when it is the slow-storage mount (chaos.evidence.fs_ops)."""
         self.pointer = self.ckpt_dir / name
         self.name = name
         self._log = log
@@ -158,6 +162,8 @@ class PointerWatch:
             return
         self._log("pointer_watch", pointer=str(self.pointer), state="end", polls=self.polls, moves=self.moves,
                   max_gap_s=round(self._max_gap_s, 4))
+        if self.oplog is not None and self.oplog.exists():
+            self._log("pointer_order", **order_of(self.oplog, self.name, self.ckpt_dir))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -201,8 +207,31 @@ class PointerWatch:
         return True
 
 
-def watches_for(checks: list[Any], ckpt_dir: Path, log: Callable[..., Any]) -> list[PointerWatch]:
-    """One watch per pointer the experiment's checks name (a check class with ``watches_pointer``)."""
+MAX_LISTED = 5
+"""Changes and unsynced files listed per move in a ``pointer_order`` record (all are counted)."""
+
+
+def order_of(oplog: Path, name: str, ckpt_dir: Path) -> dict[str, Any]:
+    """The ``pointer_order`` record of pointer ``name``: its every move as the filesystem's op log has it, at the
+    operation that made it, with what changed under its target while it named it (chaos.evidence.fs_ops)."""
+    ops, problem = read_ops(oplog)
+    out: dict[str, Any] = {"pointer": name, "oplog": str(oplog), "ops": len(ops)}
+    if problem is not None:
+        return {**out, "error": problem}
+    moves = []
+    for m in pointer_moves(ops, "/" + name, [str(ckpt_dir.absolute()), os.path.realpath(ckpt_dir)]):
+        moves.append({"t": m.op.t, "b": m.op.b, "e": m.op.e, "until": m.until, "op": m.op.op, "name": m.name,
+                      "target": m.target, "changed": len(m.changed),
+                      "changes": [{"op": o.op, "path": o.path, "t": o.t, **({"to": o.to} if o.to else {})}
+                                  for o in m.changed[:MAX_LISTED]],
+                      "unsynced": len(m.unsynced), "unsynced_files": m.unsynced[:MAX_LISTED]})
+    return {**out, "moves": moves}
+
+
+def watches_for(checks: list[Any], ckpt_dir: Path, log: Callable[..., Any],
+                oplog: Path | None = None) -> list[PointerWatch]:
+    """One watch per pointer the experiment's checks name (a check class with ``watches_pointer``); ``oplog``: where
+    the checkpoint filesystem records its changes when it is the slow-storage mount."""
     from chaos.registry import CHECKS
 
     budgets: dict[str, float] = {}
@@ -210,5 +239,5 @@ def watches_for(checks: list[Any], ckpt_dir: Path, log: Callable[..., Any]) -> l
         if getattr(CHECKS.get(c.kind), "watches_pointer", False):
             mb = float(getattr(c.config, "hash_budget_mb", HASH_BUDGET_BYTES / (1 << 20)))
             budgets[c.config.pointer] = max(mb, budgets.get(c.config.pointer, 0.0))
-    return [PointerWatch(ckpt_dir, log, name, hash_budget_bytes=int(mb * (1 << 20)))
+    return [PointerWatch(ckpt_dir, log, name, hash_budget_bytes=int(mb * (1 << 20)), oplog=oplog)
             for name, mb in sorted(budgets.items())]

@@ -44,7 +44,7 @@ HARNESS_KINDS = frozenset({
     "nodes", "node_launch", "docker_image", "slurm_submit", "slurm_job", "slurm_step", "slurm_requeue",
     "slurm_drain", "slurm_drain_failed", "slurm_cluster_up", "slurm_cluster_down", "slurm_daemon",
     "host_speed", "oom_limit", "oom_kill", "lighthouse", "replica_back", "workload_exit", "slowfs",
-    "ckpt_pointer", "pointer_watch", "kube_lock", "kube_daemon", "kube_cluster_up", "kube_container",
+    "ckpt_pointer", "pointer_watch", "pointer_order", "kube_lock", "kube_daemon", "kube_cluster_up", "kube_container",
     "kube_read_error", "kube_job", "kube_pod_start", "blocked",
 })
 RESERVED_SOURCES = frozenset({"harness", "output"})

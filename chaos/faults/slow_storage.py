@@ -31,6 +31,7 @@ from chaos.errors import CapabilityError, FaultError
 from chaos.faults.base import Fault, FaultConfig
 from chaos.runtime.context import RunContext
 from chaos.runtime.launch import with_package
+from chaos.runtime.slowfs import OPLOG_NAME
 from chaos.runtime.undo import Command, KillTree, RemovePath, RestoreFile, Unmount
 
 OWNER = "slowfs"
@@ -91,7 +92,7 @@ def mount_slowfs(run: RunContext) -> None:
     run.ledger.push(OWNER, Command(["cp", "-a", f"{backing}/.", str(mount)], only_if=["test", "-d", str(backing)]))
     log = open(run.run_dir / "slowfs.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "chaos.runtime.slowfs", str(backing), str(mount),
-                             "--control", str(control), "--stats", str(stats)],
+                             "--control", str(control), "--stats", str(stats), "--oplog", str(oplog_path(run)), "--harness-pid", str(os.getpid())],
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                             env={**os.environ, "PYTHONPATH": with_package(os.environ.get("PYTHONPATH"))})
     log.close()
@@ -106,13 +107,18 @@ def mount_slowfs(run: RunContext) -> None:
                              f"{said.strip() or 'no output'}")
         time.sleep(0.02)
     run.slowfs = proc.pid
-    run.log("ckpt_mount", path=str(mount), fs="slowfs", backing=str(backing), pid=proc.pid)
+    run.log("ckpt_mount", path=str(mount), fs="slowfs", backing=str(backing), pid=proc.pid, oplog=str(oplog_path(run)))
 
 
 def slowfs_paths(run: RunContext) -> tuple[Path, Path, Path, Path]:
     """The mount (the checkpoint directory), its backing folder, the control file and the stats file."""
     d = run.run_dir.absolute()
     return run.ckpt_dir.absolute(), d / "ckpt-backing", d / "slowfs-control.json", d / "slowfs-stats.json"
+
+
+def oplog_path(run: RunContext) -> Path:
+    """Where the daemon records every change it passes through (chaos.evidence.fs_ops reads it)."""
+    return run.run_dir.absolute() / OPLOG_NAME
 
 
 def set_control(run: RunContext, fault: Fault, **state: Any) -> Path:

@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from chaos.runtime.context import HarnessLog, RunContext
 from chaos.errors import ChaosError, UsageError
-from chaos.evidence.events import EventTail, attempt_key
+from chaos.evidence.events import EventTail
+from chaos.evidence.rounds import round_labels
 from chaos.spec.experiment import Experiment
 from chaos.runtime.clock import SYSTEM, Clock
 from chaos.health.relaunch import next_launch, relaunch
@@ -34,6 +35,7 @@ from chaos.run.rundir import LineTail, new_run_dir, regex_steps, stamp, tail_tex
 from chaos.registry import CHECKS, TARGETS
 from chaos.runtime.safety import stop_run_processes
 from chaos.runtime.shell import Shell
+from chaos.runtime.slowfs import OPLOG_NAME
 from chaos.sdk import HOLDS_DIR
 from chaos.triggers.base import TriggerState
 from chaos.evidence.pointer import watches_for
@@ -77,7 +79,8 @@ class Runner:
         self.echo = echo or (lambda _msg: None)
         self.clock = clock
         self._signals = 0
-        self._round_members: dict[int, list[Worker]] = {}
+        self._round_members: dict[int, list[tuple[Worker, str]]] = {}
+        """Each round's workers, with the attempt each reported when first seen."""
         self._round_label: dict[int, str] = {}
         self._finishing = False
         self._reverted = False
@@ -136,7 +139,7 @@ class Runner:
         scan = self.scan_values if self.scan_values is not None else \
             any(getattr(CHECKS.get(c.kind), "scans_values", False) for c in self.exp.checks)
         self.witness = CheckpointWitness(run.log, pin_dir=run.run_dir.resolve() / ".witness-pins", scan_values=scan)
-        self.pointers = watches_for(self.exp.checks, run.ckpt_dir, run.log)
+        self.pointers = watches_for(self.exp.checks, run.ckpt_dir, run.log, oplog=run.run_dir.absolute() / OPLOG_NAME)
         # Held until the report is written, not only through the reverts: an interrupt that lands while
         # the checks run or journal.json is written must not cut the run's record short.
         old = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
@@ -368,18 +371,21 @@ class Runner:
         for key, w in current.items():
             if key not in known:
                 reported = w.attempt(run.launch_no)
-                self._round_members.setdefault(w.generation, []).append(w)
-                label = self._round_label.get(w.generation)
-                if label is None or attempt_key(reported) > attempt_key(label):
-                    label = self._round_label[w.generation] = reported
-                # One round, one attempt (the rule of History.align_attempts): what a rank writes
-                # belongs to the round the harness saw it in, whatever attempt it wrote.
-                for m in self._round_members[w.generation]:
-                    run.history.set_attempt(m.node, m.pid, label)
-                progress.spawn(label, self.clock.mono() - self._t0,
-                               ((m.node, m.rank) for m in self._round_members[w.generation]))
+                self._round_members.setdefault(w.generation, []).append((w, reported))
+                # One round, one attempt (the rule of History.align_attempts, chaos/evidence/rounds.py): what a
+                # rank writes belongs to the round the harness saw it in, whatever attempt it wrote.
+                independent = bool(getattr(run.tree, "independent_nodes", False))
+                labels = round_labels(((g, [(m.node, a) for m, a in members])
+                                       for g, members in sorted(self._round_members.items())), independent)
+                for g, label in labels.items():
+                    if g == w.generation or self._round_label.get(g) != label:
+                        self._round_label[g] = label
+                        for m, _ in self._round_members[g]:
+                            run.history.set_attempt(m.node, m.pid, label)
+                progress.spawn(labels[w.generation], self.clock.mono() - self._t0,
+                               ((m.node, m.rank) for m, _ in self._round_members[w.generation]))
                 run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,
-                        generation=w.generation)
+                        generation=w.generation, **({"independent": True} if independent else {}))
         for key, w in known.items():
             if key not in current:
                 run.log("worker_exit", worker_pid=w.pid, rank=w.rank, node=w.node,

@@ -10,7 +10,9 @@ outage: an NFS server gone, a full-disk hiccup). ``fail`` makes the writes to so
 (``{"paths": [glob, ...], "errno": "EIO"}``: creating, writing, truncating or syncing a file whose path
 in the mount matches; one rank's shard, while the other ranks' writes succeed). The control file is re-read when it changes, so
 the fault (chaos.faults.slow_storage) turns the slowness on and off while the mount stays; ``STATS``
-says what was delayed, rewritten as it goes. The harness mounts it before launch, when the directory
+says what was delayed, rewritten as it goes. ``--oplog OPS.jsonl`` records every change it passes
+through, in order (chaos.evidence.fs_ops reads it: what the checkpoint pointer named at the instant
+it moved, and whether its files changed after). The harness mounts it before launch, when the directory
 is still empty, and unmounts it when the run ends, then moves the checkpoints back into the plain
 directory (chaos/faults/slow_storage.py registers each step in the ledger first).
 
@@ -60,6 +62,66 @@ class Control:
             except (OSError, ValueError):
                 pass  # no file (yet), or half written: keep what was said last
             return self.state
+
+
+OPLOG_NAME = "slowfs-ops.jsonl"
+"""The op log's name in the run directory, where chaos.faults.slow_storage has the daemon write it."""
+HEAD_BYTES = 4096
+"""A write that ends within this many bytes of a file's start carries its bytes in the op log (as text, when they
+are text): a pointer file's content, rebuilt exactly however many writes it took."""
+
+
+class OpLog:
+    """Every change the mount passes through, one JSON line each, in the order they happened.
+
+    Each op takes a sequence number before its syscall (``b``) and one after (``e``) from one counter: an op
+    whose ``b`` is above another's ``e`` began after the other had finished, whatever order the lines were
+    written in (each request runs in its own thread). A failed op is not written: it changed nothing."""
+
+    def __init__(self, path: str | None, clock: Any = time, harness_pid: int | None = None,
+                 caller: Any = None) -> None:
+        self.clock = clock
+        self.harness_pid = harness_pid
+        """Ops this process (any of its threads) asks for are marked ``harness``: a fault's own change (a corrupted
+        checkpoint, a broken pointer) is not the workload's."""
+        self.caller = caller or (lambda: None)
+        """The pid (a thread's id, as the kernel gives it to FUSE) of the process asking for the op now."""
+        self._lock = threading.Lock()
+        self._seq = 0
+        self._fh = open(path, "a", encoding="utf-8") if path else None
+
+    def begin(self) -> int:
+        with self._lock:
+            self._seq += 1
+            return self._seq
+
+    def done(self, b: int, op: str, path: str, **fields: Any) -> None:
+        if self._fh is None:
+            return
+        if self.harness_pid is not None and self._by_harness():
+            fields = {**fields, "harness": True}
+        with self._lock:
+            self._seq += 1
+            line = json.dumps({"b": b, "e": self._seq, "t": round(self.clock.time(), 6), "op": op, "path": path,
+                               **fields})
+            self._fh.write(line + "\n")
+            self._fh.flush()  # the daemon is killed when the run ends: every line already out is kept
+
+
+    def _by_harness(self) -> bool:
+        tid = self.caller()
+        return isinstance(tid, int) and tid > 0 and (
+            tid == self.harness_pid or os.path.exists(f"/proc/{self.harness_pid}/task/{tid}"))
+
+
+def head_of(data: bytes, offset: int) -> dict[str, str]:
+    """A write near a file's start with its text (a pointer's name), for the op log; nothing for anything else."""
+    if offset + len(data) > HEAD_BYTES or b"\x00" in data:
+        return {}
+    try:
+        return {"head": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {}
 
 
 class Pacer:
@@ -147,8 +209,10 @@ class Pacer:
         threading.Thread(target=loop, daemon=True, name="slowfs-stats").start()
 
 
-def operations(backing: str, pacer: Pacer) -> Any:
+def operations(backing: str, pacer: Pacer, ops: OpLog | None = None) -> Any:
     import mfusepy as fuse
+
+    log = ops or OpLog(None)
 
     class SlowFs(fuse.Operations):
         """A passthrough to ``backing``, paced (chaos.runtime.slowfs)."""
@@ -187,7 +251,11 @@ def operations(backing: str, pacer: Pacer) -> Any:
 
         def open(self, path: str, flags: int) -> int:
             pacer.pace("read")
-            return os.open(self._p(path), flags)
+            b = log.begin()
+            fh = os.open(self._p(path), flags)
+            if flags & os.O_TRUNC:
+                log.done(b, "truncate", path, length=0)
+            return fh
 
         def _fail(self, op: str, path: str) -> None:
             code = pacer.failure(op, path)
@@ -197,7 +265,10 @@ def operations(backing: str, pacer: Pacer) -> Any:
         def create(self, path: str, mode: int, fi: Any = None) -> int:
             pacer.pace("meta")
             self._fail("create", path)
-            return os.open(self._p(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            b = log.begin()
+            fh = os.open(self._p(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+            log.done(b, "create", path)
+            return fh
 
         def read(self, path: str, size: int, offset: int, fh: int) -> bytes:
             pacer.pace("read")
@@ -206,15 +277,20 @@ def operations(backing: str, pacer: Pacer) -> Any:
         def write(self, path: str, data: bytes, offset: int, fh: int) -> int:
             pacer.pace("write", len(data))
             self._fail("write", path)
-            return os.pwrite(fh, data, offset)
+            b = log.begin()
+            n = os.pwrite(fh, data, offset)
+            log.done(b, "write", path, offset=offset, size=n, **head_of(data[:n], offset))
+            return n
 
         def truncate(self, path: str, length: int, fh: Any = None) -> None:
             pacer.pace("meta")
             self._fail("truncate", path)
+            b = log.begin()
             if fh is not None:
                 os.ftruncate(fh, length)
             else:
                 os.truncate(self._p(path), length)
+            log.done(b, "truncate", path, length=length)
 
         def flush(self, path: str, fh: int) -> None:
             return None
@@ -225,37 +301,52 @@ def operations(backing: str, pacer: Pacer) -> Any:
         def fsync(self, path: str, datasync: int, fh: int) -> None:
             pacer.pace("sync")
             self._fail("fsync", path)
+            b = log.begin()
             if datasync:
                 os.fdatasync(fh)
             else:
                 os.fsync(fh)
+            log.done(b, "fsync", path)
 
         def fsyncdir(self, path: str, datasync: int, fh: Any) -> None:
             pacer.pace("sync")
+            log.done(log.begin(), "fsyncdir", path)
 
         def unlink(self, path: str) -> None:
             pacer.pace("meta")
+            b = log.begin()
             os.unlink(self._p(path))
+            log.done(b, "unlink", path)
 
         def rmdir(self, path: str) -> None:
             pacer.pace("meta")
+            b = log.begin()
             os.rmdir(self._p(path))
+            log.done(b, "rmdir", path)
 
         def mkdir(self, path: str, mode: int) -> None:
             pacer.pace("meta")
+            b = log.begin()
             os.mkdir(self._p(path), mode)
+            log.done(b, "mkdir", path)
 
         def rename(self, old: str, new: str) -> None:
             pacer.pace("meta")
+            b = log.begin()
             os.rename(self._p(old), self._p(new))
+            log.done(b, "rename", old, to=new)
 
         def symlink(self, target: str, source: str) -> None:
             pacer.pace("meta")
+            b = log.begin()
             os.symlink(source, self._p(target))
+            log.done(b, "symlink", target, target=source)
 
         def link(self, target: str, source: str) -> None:
             pacer.pace("meta")
+            b = log.begin()
             os.link(self._p(source), self._p(target))
+            log.done(b, "link", source, to=target)
 
         def chmod(self, path: str, mode: int) -> None:
             pacer.pace("meta")
@@ -278,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("mount")
     p.add_argument("--control", required=True)
     p.add_argument("--stats")
+    p.add_argument("--oplog", help="record every change passed through, in order (JSON lines)")
+    p.add_argument("--harness-pid", type=int, help="mark the ops this process asks for (the faults' own)")
     a = p.parse_args(argv)
     import mfusepy as fuse
 
@@ -288,7 +381,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # No cached names or attributes: every open and stat asks the daemon, so a stall stops them as an outage
         # does (file data may still come from the page cache, as from a real client's).
-        fuse.FUSE(operations(os.path.abspath(a.backing), pacer), a.mount, foreground=True, nothreads=False,
+        ops = OpLog(a.oplog, harness_pid=a.harness_pid, caller=lambda: fuse.fuse_get_context()[2])
+        fuse.FUSE(operations(os.path.abspath(a.backing), pacer, ops), a.mount, foreground=True, nothreads=False,
                   allow_other=True, fsname="chaos-slowfs", attr_timeout=0, entry_timeout=0, negative_timeout=0,
                   **big)
     finally:

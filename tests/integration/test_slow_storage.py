@@ -97,3 +97,52 @@ def test_a_non_empty_checkpoint_directory_is_refused(run: RunContext):
     (run.ckpt_dir / "old.pt").write_text("x")
     with pytest.raises(Exception, match="not empty"):
         SlowStorage(SlowStorageConfig(latency_ms=5), 0).prepare(run)
+
+
+def test_the_mounts_op_log_orders_the_pointers_moves_against_the_data(run: RunContext):
+    """The reference commit through the real mount (files fsynced in a temporary directory, renamed, then `latest`
+    replaced by a rename), and a manager that moves `latest` first, both in a process of their own as a workload
+    is: the op log has each move at its operation, nothing changed under the reference's targets after, the broken
+    manager's writes after its move. A change the harness makes itself (a fault's) is marked as its own."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from chaos.evidence.pointer import order_of
+    from chaos.faults.slow_storage import oplog_path
+
+    slow = SlowStorage(SlowStorageConfig(latency_ms=1), 0)
+    slow.prepare(run)
+    ckpt = run.ckpt_dir
+    workload = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2] / "workloads")!r})
+        from trainkit.checkpoint import commit_dir
+        ckpt = Path({str(ckpt)!r})
+        for step in (10, 20):
+            tmp = ckpt / f".tmp-step_{{step:06d}}"
+            tmp.mkdir()
+            (tmp / "state.pt").write_bytes(os.urandom(300_000))
+            commit_dir(tmp, ckpt / f"step_{{step:06d}}", step)
+        # The broken manager: the pointer first, the data after (never fsynced).
+        (ckpt / "latest").write_text("step_000030")
+        (ckpt / "step_000030").mkdir()
+        (ckpt / "step_000030" / "state.pt").write_bytes(os.urandom(1000))
+    """)
+    subprocess.run([sys.executable, "-c", workload], check=True, timeout=60)
+    with open(ckpt / "step_000030" / "state.pt", "r+b") as fh:   # the harness's own change (a fault's bit flip)
+        fh.write(b"x")
+    order = order_of(oplog_path(run), "latest", ckpt)
+    ops = [json.loads(line) for line in oplog_path(run).read_text().splitlines()]
+    assert run.ledger.revert(run.shell) == []       # the record is read while mounted; the mount goes as at a run's end
+    assert "error" not in order and order["ops"] > 10, order
+    moves = order["moves"]
+    assert [(m["name"], m["op"]) for m in moves] == \
+        [("step_000010", "rename"), ("step_000020", "rename"), ("step_000030", "write")], moves
+    assert [m["changed"] for m in moves] == [0, 0, 3], moves   # mkdir, create, write under step_000030
+    assert [c["op"] for c in moves[2]["changes"]] == ["mkdir", "create", "write"]
+    assert moves[0]["unsynced"] == moves[1]["unsynced"] == 0    # fsynced before the manifest and the rename
+    assert all(m["e"] > m["b"] for m in moves) and moves[0]["until"] == moves[1]["e"]
+    assert [o.get("harness") for o in ops if o["op"] == "write" and o["path"] == "/step_000030/state.pt"] == \
+        [None, True], "the workload's write is its own, the harness's is marked"

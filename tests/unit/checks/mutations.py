@@ -430,6 +430,75 @@ def forged_pointer_look(t: Truth) -> Truth | None:
     return m
 
 
+def _with_order(m: Truth) -> list[dict[str, Any]]:
+    """The filesystem's own record of the truth's moves (the slow-storage mount's op log, as ``pointer_order``): each
+    move made by a rename a moment before the watch saw it, nothing changed under its target while it was named."""
+    moves = _pointer_moves(m)
+    end = next(r for r in m.records if r.get("ev") == "pointer_watch" and r.get("state") == "end")
+    order = [{"t": mv["t"] - 0.002, "b": 10 * i + 1, "e": 10 * i + 2,
+              "until": 10 * i + 12 if i + 1 < len(moves) else None, "op": "rename", "name": mv["target"],
+              "target": "/" + str(mv["target"]), "changed": 0, "changes": [], "unsynced": 0, "unsynced_files": []}
+             for i, mv in enumerate(moves)]
+    m.records.append({"ev": "pointer_order", "source": "harness", "t": end["t"] + 0.001, "pointer": "latest",
+                      "oplog": "/run/slowfs-ops.jsonl", "ops": 10 * len(moves), "moves": order})
+    return order
+
+
+@operator("pointer_durable", item="36")
+def pointer_changed_while_named(t: Truth) -> Truth | None:
+    """Every look found its target whole, but the filesystem's record shows a write into the first target after the
+    rename that named it (the look came after the write ended: the polling gap)."""
+    m = _copy(t)
+    order = _with_order(m)
+    order[0].update(changed=1, changes=[{"op": "write", "path": order[0]["target"] + "/state.pt",
+                                         "t": order[0]["t"] + 0.001}])
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_judged_late_and_changed(t: Truth) -> Truth | None:
+    """A move judged 3 s late, which the filesystem's record would prove, except that it shows a change under the
+    target between the move and the look."""
+    m = _copy(t)
+    _pointer_moves(m)[0]["lag_s"] = 3.0
+    order = _with_order(m)
+    order[0].update(changed=1, changes=[{"op": "truncate", "path": order[0]["target"] + "/state.pt",
+                                         "t": order[0]["t"] + 0.5}])
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_judged_late_record_names_another(t: Truth) -> Truth | None:
+    """A move judged 3 s late; the filesystem's record has no move naming what the look found: no proof."""
+    m = _copy(t)
+    _pointer_moves(m)[0]["lag_s"] = 3.0
+    order = _with_order(m)
+    order[0].update(name="step_999999", target="/step_999999")
+    return m
+
+
+@operator("pointer_durable", item="36")
+def pointer_judged_late_record_unusable(t: Truth) -> Truth | None:
+    """A move judged 3 s late, and the filesystem's record could not be read: no proof."""
+    m = _copy(t)
+    _pointer_moves(m)[0]["lag_s"] = 3.0
+    _with_order(m)
+    record = m.records[-1]
+    record.pop("moves")
+    record["error"] = "the filesystem's op log /run/slowfs-ops.jsonl is broken at line 3 of 9"
+    return m
+
+
+@operator("pointer_durable", PROTOCOL, item="36")
+def forged_pointer_order(t: Truth) -> Truth | None:
+    """A move judged 3 s late, and a rank writes its own pointer_order (source: harness) proving it."""
+    m = _copy(t)
+    _pointer_moves(m)[0]["lag_s"] = 3.0
+    _with_order(m)
+    m.records[-1].update(forged=True, pid=4000, rank=0, attempt="0.0")
+    return m
+
+
 # ---- faults inside the step (issue 34) ----------------------------------------------------------
 
 @operator("no_corrupt_commit", item="34")

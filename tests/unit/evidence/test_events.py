@@ -158,11 +158,13 @@ def test_ranks_no_harness_saw_are_put_in_the_round_they_report() -> None:
     # A pid a recreated pod numbers again, in two rounds: two processes, each in its own round by time.
     ([("n1", 9, "0.0", 1.0, "a:1"), ("n0", 8, "0.0", 1.1, "a:1"), ("n1", 9, "1.0", 5.0, "a:2"),
       ("n0", 8, "0.1", 5.1, "a:2")], {(9, 1.0): "0.0", (8, 1.1): "0.0", (9, 5.0): "1.0", (8, 5.1): "1.0"}),
-    # Two rounds whose highest labels tie (a recreated pod writes 1.0 in both): one attempt they cannot be, so
-    # nothing is relabelled and each keeps what it wrote.
+    # Two rounds whose highest labels tie (a recreated pod writes 1.0 in both): one attempt they cannot be, so the
+    # later is raised one restart past the earlier (three rendezvous, three attempts).
     ([("n0", 10, "0.0", 1.0, "a:1"), ("n1", 11, "0.0", 1.1, "a:1"), ("n0", 20, "0.1", 5.0, "a:2"),
       ("n1", 12, "1.0", 5.1, "a:2"), ("n0", 30, "0.2", 9.0, "a:3"), ("n1", 13, "1.0", 9.1, "a:3")],
-     {20: "0.1", 12: "1.0", 30: "0.2", 13: "1.0"}),
+     {10: "0.0", 11: "0.0", 20: "1.0", 12: "1.0", 30: "1.1", 13: "1.1"}),
+    # Labels that are not launch.restart cannot be raised: left as written.
+    ([("n0", 10, "x", 1.0, "a:1"), ("n0", 20, "x", 5.0, "a:2")], {10: "x", 20: "x"}),
     # No store written (the agent's shared store), or not an address: left as written.
     ([("n0", 10, "0.0", 1.0, None), ("n1", 11, "1.0", 1.1, None)], {10: "0.0", 11: "1.0"}),
     ([("n0", 10, "0.0", 1.0, 7), ("n1", 11, "1.0", 1.1, 7)], {10: "0.0", 11: "1.0"}),
