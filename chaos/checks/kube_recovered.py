@@ -2,7 +2,8 @@
 
 Judged from the harness's own ``kube_container`` records (each container it saw start: node, pod, pod uid,
 restart count, time) and ``node_launch`` (each node's restartPolicy), for each ``pod-delete``,
-``container-kill`` and ``node-drain`` fault:
+``container-kill``, ``node-drain`` and ``node-notready`` fault (the pods it evicted: its ``kube_evicted`` record; its
+new pods count from the kubelet's resume, as a drain's from the uncordon):
 
 * the node it struck (a drain: every node whose pod it evicted) had a container running before it (the
   baseline: its pod and restart count);
@@ -33,7 +34,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 
-KINDS = ("pod-delete", "container-kill", "node-drain")
+KINDS = ("pod-delete", "container-kill", "node-drain", "node-notready")
 
 
 class KubeRecoveredConfig(CheckConfig):
@@ -56,8 +57,9 @@ class KubeRecovered(Check, kind="kube_recovered"):
         for label, figs in figures.items():
             if figs.get("inconclusive"):
                 return self.inconclusive(f"{label}: {figs['inconclusive']}", **figures)
-        parts = [f"{label}: " + "; ".join(f"{n} {w['how']} {w['back_s']:.1f} s after it{_backoff(w)}"
-                                          for n, w in figs["nodes"].items())
+        parts = [f"{label}: " + _outage_said(figs) + "; ".join(
+            f"{n} {w['how']}: still training {w['back_s']:.1f} s after it, the kubelet back" if w["how"].startswith("rode")
+            else f"{n} {w['how']} {w['back_s']:.1f} s after it{_backoff(w)}" for n, w in figs["nodes"].items())
                  for label, figs in figures.items()]
         return self.passed("; ".join(parts), **figures)
 
@@ -72,7 +74,17 @@ class KubeRecovered(Check, kind="kube_recovered"):
         details = fault.details if isinstance(fault.details, dict) else {}
         t0 = float(fault.t_inject or 0.0)
         struck_pods: set[str] = set()
-        if fault.kind == "node-drain":
+        if fault.kind == "node-notready":
+            # The pods the taint manager evicted while the kubelet was stopped, as the fault found them at the resume.
+            found = [r for r in h.of("kube_evicted") if r.get("source") == "harness" and r.get("index") == fault.index]
+            if not found:
+                figs["inconclusive"] = "the fault left no record of the pods evicted while the node was NotReady"
+                return None, figs
+            details = {**details, "evicted": found[-1].get("pods")}
+            figs.update(_outage(h, fault))
+            if details["evicted"] == []:
+                return self._rode_out(fault, details, seen, h, figs)
+        if fault.kind in ("node-drain", "node-notready"):
             evicted = details.get("evicted")
             if not isinstance(evicted, list) or not all(isinstance(p, str) for p in evicted):
                 figs["inconclusive"] = f"the drain's record of the pods it evicted is malformed: {evicted!r}"
@@ -92,8 +104,9 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if fault.kind == "pod-delete" and isinstance(details.get("pod"), str):
                 struck_pods = {details["pod"]}
         release = fault.t_release if isinstance(fault.t_release, (int, float)) else None
-        # A drained node's pods cannot start before the uncordon: what ran before it is not the way back.
-        start = max(t0, release) if fault.kind == "node-drain" and release is not None else t0
+        # A drained node's pods cannot start before the uncordon (a NotReady one's before its kubelet is back): what
+        # ran before it is not the way back.
+        start = max(t0, release) if fault.kind in ("node-drain", "node-notready") and release is not None else t0
         for node in nodes:
             before = [r for r in seen if r.get("node") == node and r.t <= t0]
             struck = [r for r in before if r.get("container") == details.get("container")] or before
@@ -140,9 +153,68 @@ class KubeRecovered(Check, kind="kube_recovered"):
             since_t = start if back.get("k8s_node") in (None, details.get("node")) else t0
             waited = back.t - since_t
             if waited > self.config.max_s:
-                since = "the uncordon" if since_t > t0 else "the fault"
+                since = ("the kubelet's resume" if fault.kind == "node-notready" else "the uncordon") \
+                    if since_t > t0 else "the fault"
                 return f"{node} ran again {waited:.1f} s after {since} (bound {self.config.max_s:g} s)", figs
         return None, figs
+
+
+    def _rode_out(self, fault: FaultRecord, details: dict[str, Any], seen: list[Any], h: Any,
+                  figs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
+        """A NotReady node whose pods were not evicted (the outage was shorter than the node controller's grace
+        and the pods' toleration, or every node of the zone was NotReady, when Kubernetes evicts nothing): its
+        containers never stopped. Proven by no new container of its job nodes since the fault, and their ranks'
+        steps after the kubelet was back, within ``max_s``."""
+        t0 = float(fault.t_inject or 0.0)
+        resumed = fault.t_release if isinstance(fault.t_release, (int, float)) else fault.t_revert
+        if not isinstance(resumed, (int, float)):
+            figs["inconclusive"] = "the fault has no record of the kubelet's resume: what ran after it is unknown"
+            return None, figs
+        nodes = sorted({str(r.get("node")) for r in seen if r.t <= t0
+                        and r.get("k8s_node") in (None, details.get("node"))})
+        if not nodes:
+            figs["inconclusive"] = "no container was seen on the NotReady node before the fault: what rode it out is unknown"
+            return None, figs
+        for node in nodes:
+            again = [r for r in seen if r.get("node") == node and r.t > t0]
+            if again:
+                return (f"nothing was evicted while the node was NotReady, yet {node} started container "
+                        f"{again[0].get('container')} {again[0].t - t0:.1f} s after the fault"), figs
+            steps = [r.t for r in h.of("step") if str(r.get("host")) == node and r.t >= resumed]
+            if not steps:
+                return (f"{node} was not evicted and did not train after the kubelet's resume: its ranks reported no "
+                        f"step since"), figs
+            waited = steps[0] - resumed
+            figs["nodes"][node] = {"how": "rode it out (not evicted)", "back_s": round(steps[0] - t0, 3),
+                                   "pod": None, "restart_count": None, "job_failed": None, "backoff_limit": None}
+            if waited > self.config.max_s:
+                return f"{node} trained again {waited:.1f} s after the kubelet's resume (bound {self.config.max_s:g} s)", figs
+        return None, figs
+
+
+def _outage(h: Any, fault: FaultRecord) -> dict[str, Any]:
+    """The cluster's own account of a NotReady node (the fault's ``kube_events`` record): when the node controller
+    saw it NotReady and when the kubelet said it was Ready again, in seconds from the fault."""
+    t0 = float(fault.t_inject or 0.0)
+    found = [r for r in h.of("kube_events") if r.get("source") == "harness" and r.get("index") == fault.index]
+    events = found[-1].get("events") if found else None
+    if not isinstance(events, list):
+        return {"notready_s": None, "ready_again_s": None}
+
+    def first(reason: str) -> float | None:
+        times = [e["t"] for e in events if isinstance(e, dict) and e.get("reason") == reason and e.get("kind") == "Node"
+                 and isinstance(e.get("t"), (int, float)) and e["t"] >= t0 - 1]
+        return round(min(times) - t0, 3) if times else None
+
+    return {"notready_s": first("NodeNotReady"), "ready_again_s": first("NodeReady")}
+
+
+def _outage_said(figs: dict[str, Any]) -> str:
+    """How the cluster saw a NotReady node, where it said (its Events)."""
+    said = [f"{what} {figs[key]:.0f} s after it" for key, what in (("notready_s", "NotReady"),
+                                                                   ("ready_again_s", "Ready again"))
+            if isinstance(figs.get(key), (int, float))]
+    return f"the node went {' and '.join(said)} (the cluster's Events); " if said else ""
 
 
 def _backoff(figs: dict[str, Any]) -> str:
@@ -170,6 +242,6 @@ def _count(rec: Any) -> int:
 def _expected(kind: str, policy: Any) -> str | None:
     """How the node must come back: a deleted or evicted pod is replaced; a killed container is restarted in
     place under OnFailure and replaced under Never. None: the policy is unknown."""
-    if kind in ("pod-delete", "node-drain"):
+    if kind in ("pod-delete", "node-drain", "node-notready"):
         return "a new pod"
     return {"OnFailure": "restarted in place", "Never": "a new pod"}.get(str(policy))

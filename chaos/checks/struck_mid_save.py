@@ -6,11 +6,16 @@ then the experiment tested an ordinary kill between saves: its other checks pass
 about torn checkpoints. This check fails that vacuous run, from the run's own records: at the
 moment the fault struck, the newest ``ckpt_begin`` of its attempt had no ``ckpt_commit`` of the same
 step and path yet, and none came afterwards in that attempt.
+
+``phase: staged`` judges the phase before the write instead (an asynchronous save, chaos.sdk ``ckpt_staged``):
+the kill struck after the newest ``ckpt_staged`` of its attempt and before that save's writer began (its
+``ckpt_begin``), and the save never committed in that attempt: the state existed only as the staged copy in
+memory, and the resume must not find any of it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -22,6 +27,9 @@ from chaos.evidence.records import CkptCommit
 class StruckMidSaveConfig(CheckConfig):
     faults: list[str] = Field(default_factory=lambda: ["kill-rank", "kill-node"])
     """Fault kinds that must each strike inside a save (the others in the experiment are not judged)."""
+    phase: Literal["writing", "staged"] = "writing"
+    """Which phase of the save each kill must strike: ``writing`` (after its ckpt_begin, before its commit) or
+    ``staged`` (an asynchronous save staged in memory, its writer not yet begun)."""
 
 
 class StruckMidSave(Check, kind="struck_mid_save"):
@@ -34,6 +42,16 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         if not faults:
             return self.inconclusive(f"no {' or '.join(self.config.faults)} fault was injected, so no save can have "
                                      f"been torn (did the trigger fire? see harness.jsonl)")
+        if self.config.phase == "staged":
+            if not outcome.history.of("ckpt_staged"):
+                return self.inconclusive("the workload reported no ckpt_staged, so when its saves were staged is "
+                                         "unknown; report an asynchronous save's staging with chaos.sdk ckpt_staged")
+            failed, figures = self.judge_each(faults, lambda fault: self._judge_staged(fault, outcome))
+            if failed:
+                return failed
+            return self.passed("; ".join(f"{k} struck {v['into_save_s']} s after the step-{v['step']} state was staged "
+                                         f"in attempt {v['attempt']}, before its writer began; that save never "
+                                         f"committed" for k, v in figures.items()), **figures)
         if not outcome.history.of("ckpt_begin"):
             return self.inconclusive("the workload reported no ckpt_begin, so when its saves were open is unknown; "
                                      "report saves with chaos.sdk ckpt_begin/ckpt_commit (or a chaos.integrations "
@@ -43,6 +61,35 @@ class StruckMidSave(Check, kind="struck_mid_save"):
             return failed
         return self.passed("; ".join(f"{k} struck {v['into_save_s']} s into the step-{v['step']} save of attempt "
                                      f"{v['attempt']}, which never committed" for k, v in figures.items()), **figures)
+
+    @staticmethod
+    def _judge_staged(fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
+        h = outcome.history
+        t = fault.t_inject or 0.0
+        attempt = fault.details.get("attempt") or fault.recovery.get("attempt_before")
+        figs: dict[str, Any] = {"attempt": attempt, "step": None, "into_save_s": None, "phase": "staged"}
+        if attempt is None:
+            return "the fault recorded no attempt it struck", figs
+        attempt = str(attempt)
+        staged = [r for r in h.of("ckpt_staged", attempt=attempt) if r.t <= t]
+        if not staged:
+            return f"it struck attempt {attempt} before any save was staged", figs
+        last = max(staged, key=lambda r: r.t)
+        step = last.get("step")  # an int: the protocol drops a ckpt_staged without one
+        figs.update(step=step, into_save_s=round(t - last.t, 3))
+        begun = [r for r in h.of("ckpt_begin", attempt=attempt) if r.step == step and last.t <= r.t <= t]
+        if begun:
+            return (f"the step-{step} save's writer had begun {round(t - begun[0].t, 3)} s before it struck: a kill "
+                    f"while writing, not before the write (shorten the trigger's delay_s, or hold the writer's start "
+                    f"longer)"), figs
+        commits = [r for r in h.of("ckpt_commit", attempt=attempt) if r.step == step and r.t >= last.t]
+        if commits:
+            return (f"it struck {figs['into_save_s']} s after the step-{step} state was staged, but that save still "
+                    f"committed {round(commits[0].t - t, 3)} s later: nothing was lost"), figs
+        if _loaded_whole(h, attempt, step, "", t) is not None:
+            return (f"it struck {figs['into_save_s']} s after the step-{step} state was staged, but that save reached "
+                    f"disk: the next attempt loaded it, verified whole"), figs
+        return None, figs
 
     @staticmethod
     def _judge(fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:

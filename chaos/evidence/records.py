@@ -25,6 +25,7 @@ PROTOCOL: dict[str, dict[str, tuple[type, ...]]] = {
     "start": {},
     "step": {"step": (int,), "epoch": (int,)},
     "ckpt_begin": {"step": (int,), "path": (str,)},
+    "ckpt_staged": {"step": (int,)},
     "ckpt_durable": {"step": (int,), "path": (str,)},
     "ckpt_commit": {"step": (int,), "path": (str,)},
     "ckpt_error": {"step": (int,)},
@@ -45,7 +46,7 @@ HARNESS_KINDS = frozenset({
     "slurm_drain", "slurm_drain_failed", "slurm_cluster_up", "slurm_cluster_down", "slurm_daemon",
     "host_speed", "oom_limit", "oom_kill", "lighthouse", "replica_back", "workload_exit", "slowfs",
     "ckpt_pointer", "pointer_watch", "pointer_order", "kube_lock", "kube_daemon", "kube_cluster_up", "kube_container",
-    "kube_read_error", "kube_job", "kube_pod_start", "blocked",
+    "kube_read_error", "kube_job", "kube_pod_start", "kube_evicted", "kube_events", "blocked",
 })
 RESERVED_SOURCES = frozenset({"harness", "output"})
 """``source`` values only the harness sets: its own records, and steps it read from the workload's output."""

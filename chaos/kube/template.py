@@ -61,8 +61,12 @@ def agent_container(containers: list[dict[str, Any]]) -> dict[str, Any]:
     return next((c for c in containers if c.get("name") == AGENT), containers[0])
 
 
+NODE_GONE_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+"""The NoExecute taints the node controller puts on a node that stopped posting its status."""
+
+
 def pod_template(template: dict[str, Any], *, labels: dict[str, str], command: list[str], env: dict[str, str],
-                 restart_policy: str, grace_s: int) -> dict[str, Any]:
+                 restart_policy: str, grace_s: int, unreachable_toleration_s: int | None = None) -> dict[str, Any]:
     """The template with the run's parts set; the user's own labels and variables kept unless the run's override."""
     pod = copy.deepcopy(template)
     meta = pod.setdefault("metadata", {})
@@ -76,6 +80,10 @@ def pod_template(template: dict[str, Any], *, labels: dict[str, str], command: l
     agent.pop("args", None)
     own = [e for e in agent.get("env") or [] if isinstance(e, dict) and e.get("name") not in env]
     agent["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
+    if unreachable_toleration_s is not None:
+        kept = [t for t in spec.get("tolerations") or [] if not (isinstance(t, dict) and t.get("key") in NODE_GONE_TAINTS)]
+        spec["tolerations"] = kept + [{"key": key, "operator": "Exists", "effect": "NoExecute",
+                                       "tolerationSeconds": unreachable_toleration_s} for key in NODE_GONE_TAINTS]
     return pod
 
 

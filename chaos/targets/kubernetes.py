@@ -109,11 +109,11 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
 
     def admit(self, run: RunContext, kind: str, config: Any) -> None:
         duration = getattr(config, "duration_s", None)
-        if kind == "node-drain" and duration and duration >= self.config.start_timeout_s:
+        if kind in ("node-drain", "node-notready") and duration and duration >= self.config.start_timeout_s:
             # Its evicted pods wait Pending (unschedulable) while it lasts: that hold would end the run.
-            raise CapabilityError(f"fault node-drain keeps its node cordoned {duration:g} s, as long as or longer than "
-                                  f"target.start_timeout_s {self.config.start_timeout_s:g} s (a pod held from starting "
-                                  f"that long ends the run): raise start_timeout_s above the drain")
+            raise CapabilityError(f"fault {kind} keeps its node from taking pods for {duration:g} s, as long as or "
+                                  f"longer than target.start_timeout_s {self.config.start_timeout_s:g} s (a pod held "
+                                  f"from starting that long ends the run): raise start_timeout_s above the fault")
         if self.local:
             return
         needs = EXISTING_FAULTS.get(kind)
@@ -243,7 +243,8 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
             start = self.as_nodes_see(self._start(run, node.name, self._argv(run, k)))
             pod = pod_template(self.template, labels=labels, command=["/bin/sh", "-c", start.replace("$", "$$")],
                                env={k: self.as_nodes_see(v).replace("$", "$$") for k, v in env.items()},
-                               restart_policy=c.restart_policy, grace_s=c.grace_s)
+                               restart_policy=c.restart_policy, grace_s=c.grace_s,
+                               unreachable_toleration_s=c.unreachable_toleration_s)
             if not self.local:
                 if workload_cwd(run):  # the experiment's own working directory, as the image has it
                     agent_container(pod["spec"]["containers"])["workingDir"] = self.as_nodes_see(workload_cwd(run))

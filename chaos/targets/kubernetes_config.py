@@ -37,6 +37,11 @@ class KubernetesConfig(TargetConfig):
     """How long a node's pod may be held from starting (unschedulable, its image not pulled, a missing secret, a
     pod the Job may not create: a quota) before the run ends naming why, rather than waiting out timeout_s. Set it
     above the longest a fault keeps a pod from starting on purpose (a drain's cordon) and your image's pull."""
+    unreachable_toleration_s: int | None = Field(default=None, ge=0, le=24 * 3600)
+    """How long the run's pods stay on a node that went NotReady or unreachable before the taint manager evicts them
+    (the tolerationSeconds of the NoExecute taints node.kubernetes.io/not-ready and unreachable). None: the pod
+    template's own, else the cluster's default (300 s). A node-notready fault evicts the pods only once the node
+    controller has noticed the node (its grace period: 20 s on the local cluster) and this has run out."""
     rdzv_port: int = Field(default=29400, ge=1024, le=65535)
     """The c10d rendezvous port, served by node 0's agent (local: a free one is taken if this is busy)."""
     kubeconfig: str | None = None

@@ -194,6 +194,7 @@ class CheckpointManager:
         write_delay_s: float = 0.0,
         read_delay_s: float = 0.0,
         commit_delay_s: float = 0.0,
+        start_delay_s: float = 0.0,
     ) -> None:
         self.ckpt_dir = Path(ckpt_dir).absolute()
         self.fmt = fmt
@@ -208,6 +209,7 @@ class CheckpointManager:
         self.write_delay_s = write_delay_s
         self.read_delay_s = read_delay_s
         self.commit_delay_s = commit_delay_s
+        self.start_delay_s = start_delay_s
         self.results: list[SaveResult] = []
         self._thread: threading.Thread | None = None
         self._thread_error: BaseException | None = None
@@ -296,6 +298,8 @@ class CheckpointManager:
 
     def _run_background(self, step: int, staged: Any, reason: str | None = None) -> None:
         try:
+            if self.start_delay_s:
+                time.sleep(self.start_delay_s)  # the writer not yet begun: the state only as the staged copy
             self._save_staged(step, staged, self.async_comm, reason)  # type: ignore[arg-type]
         except BaseException as exc:  # surfaced by wait() on the training thread
             self._thread_error = exc

@@ -73,6 +73,9 @@ class TrainConfig:
     ckpt_write_delay_s: float = 0.0
     """Seconds each save waits after writing its files and before sealing them: a stand-in for slow storage that widens the window in which a kill tears a save, whatever the machine's speed."""
 
+    ckpt_start_delay_s: float = 0.0
+    """Seconds an asynchronous save's background writer waits after the staging before it begins (its ckpt_begin): a stand-in for a writer still busy with the previous save or queued behind others, which widens the window in which the state exists only as the staged copy in memory."""
+
     ckpt_commit_delay_s: float = 0.0
     """Seconds each save waits after every rank's files are written and fsynced (its ckpt_durable event) and before rank 0 commits it (manifest, rename, latest): a stand-in for a slow commit (a metadata service, an object store's rename) that widens the window in which the data is durable and not committed."""
 

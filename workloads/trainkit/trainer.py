@@ -76,7 +76,7 @@ class Trainer:
             self.cfg.ckpt_dir, self.build_format(), comm, keep=self.cfg.ckpt_keep,
             retries=self.cfg.ckpt_retries, retry_wait_s=self.cfg.ckpt_retry_wait_s, async_comm=async_comm,
             write_delay_s=self.cfg.ckpt_write_delay_s, read_delay_s=self.cfg.ckpt_read_delay_s,
-            commit_delay_s=self.cfg.ckpt_commit_delay_s,
+            commit_delay_s=self.cfg.ckpt_commit_delay_s, start_delay_s=self.cfg.ckpt_start_delay_s,
         )
 
     def build_replica_check(self) -> ReplicaCheck | None:

@@ -259,3 +259,65 @@ def test_a_drained_pods_replacement_on_another_node_counts_at_once_and_on_the_dr
     assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
     r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2")], f)  # where it ran unknown: the uncordon bounds it
     assert r.verdict == "fail", r.reason
+
+
+def notready() -> FaultRecord:
+    return FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=40.0,
+                       t_revert=40.0, details={"node": "vm", "kubelet_pid": 77, "stopped_s": 30})
+
+
+def evicted(pods: Any, t: float = 40.0, index: int = 0) -> dict[str, Any]:
+    return {"ev": "kube_evicted", "t": t, "source": "harness", "fault": "node-notready#0", "index": index,
+            "node": "vm", "pods": pods}
+
+
+def test_a_notready_nodes_evicted_pods_come_back_as_new_pods_counted_from_the_kubelets_resume() -> None:
+    truth = start() + [evicted(["j-n0-a", "j-n1-a"]), seen(44.0, "node0", "j-n0-b", "u2"),
+                       seen(45.0, "node1", "j-n1-b", "u3")]
+    r = judge(truth, notready())
+    assert r.verdict == "pass", r.reason
+    assert r.figures["node-notready#0"]["nodes"]["node1"]["how"] == "a new pod"
+    # Lies: one node never back; back only as the evicted pod itself; back too late after the resume.
+    assert judge(truth[:-1], notready()).verdict == "fail"
+    assert judge(start() + [evicted(["j-n0-a", "j-n1-a"]), seen(44.0, "node0", "j-n0-b", "u2"),
+                            seen(45.0, "node1", "j-n1-a", "u1")], notready()).verdict == "fail"
+    late = judge(start() + [evicted(["j-n0-a", "j-n1-a"]), seen(44.0, "node0", "j-n0-b", "u2"),
+                            seen(75.0, "node1", "j-n1-b", "u3")], notready())
+    assert late.verdict == "fail" and "after the kubelet's resume" in late.reason, late.reason
+    # A replacement seen while the kubelet was stopped cannot have started on the NotReady node.
+    early = judge(start() + [evicted(["j-n0-a", "j-n1-a"]), seen(20.0, "node0", "j-n0-b", "u2", k8s_node="vm"),
+                             seen(21.0, "node1", "j-n1-b", "u3", k8s_node="vm")], notready())
+    assert early.verdict == "fail", early.reason
+
+
+def test_a_notready_outage_without_its_record_of_evictions_is_inconclusive() -> None:
+    r = judge(start() + [evicted(["j-n1-a"], index=3)], notready())
+    assert r.verdict == "inconclusive" and "no record of the pods evicted" in r.reason, r.reason
+    r = judge(start() + [evicted("j-n1-a")], notready())
+    assert r.verdict == "inconclusive" and "malformed" in r.reason, r.reason
+
+
+def steps_of(node: str, *ts: float) -> list[dict[str, Any]]:
+    return [{"ev": "step", "t": t, "host": node, "pid": 500, "rank": int(node[-1]), "world_size": 2,
+             "attempt": "0.0", "step": int(t), "epoch": 0} for t in ts]
+
+
+def test_a_notready_node_whose_pods_were_not_evicted_rode_it_out_when_its_ranks_trained_on() -> None:
+    """One node, all NotReady: Kubernetes evicts nothing (the node controller's master disruption mode); the job
+    trains through the outage. Proven by no new container and each node's steps after the kubelet's resume."""
+    events = {"ev": "kube_events", "t": 41.0, "source": "harness", "index": 0, "node": "vm", "ready_again": True,
+              "events": [{"t": 25.0, "reason": "NodeNotReady", "kind": "Node", "name": "vm"},
+                         {"t": 25.0, "reason": "NodeNotReady", "kind": "Pod", "name": "j-n0-a"},
+                         {"t": 40.0, "reason": "NodeReady", "kind": "Node", "name": "vm"}]}
+    base = [dict(r, k8s_node="vm") if r["ev"] == "kube_container" else r for r in start()]
+    truth = base + [evicted([]), events] + steps_of("node0", 12.0, 41.0) + steps_of("node1", 12.0, 41.5)
+    r = judge(truth, notready())
+    assert r.verdict == "pass", r.reason
+    figs = r.figures["node-notready#0"]
+    assert figs["notready_s"] == 15.0 and figs["ready_again_s"] == 30.0
+    assert figs["nodes"]["node1"]["how"] == "rode it out (not evicted)" and "NotReady 15 s after it" in r.reason
+    # Lies: a node that stopped training at the outage; a node restarted although nothing was evicted.
+    stalled = judge(base + [evicted([]), events] + steps_of("node0", 12.0, 41.0) + steps_of("node1", 12.0), notready())
+    assert stalled.verdict == "fail" and "node1 was not evicted and did not train" in stalled.reason
+    restarted = judge(truth + [seen(42.0, "node1", "j-n1-b", "u3", k8s_node="vm")], notready())
+    assert restarted.verdict == "fail" and "yet node1 started container" in restarted.reason

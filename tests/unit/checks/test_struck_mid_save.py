@@ -84,3 +84,35 @@ def test_a_kill_after_the_save_was_durable_but_before_its_commit_was_written_fai
     assert judge(save(20, 99.6) + [load]).verdict == "pass"
     # A look that found it invalid: the save was torn.
     assert judge(save(20, 99.6) + [load, {**look, "ok": False}]).verdict == "pass"
+
+
+def staged(step: int, t: float, attempt: str = "0.0", rank: int = 0) -> dict:
+    return {"ev": "ckpt_staged", "t": t, "attempt": attempt, "rank": rank, "step": step, "seconds": 0.01}
+
+
+def test_phase_staged_a_kill_after_the_staging_before_the_writer_began_passes() -> None:
+    r = judge(save(10, 90.0, 91.0) + [staged(20, 99.7)] + save(20, 100.7), phase="staged")
+    assert r.verdict == "pass", r.reason
+    assert "struck 0.3 s after the step-20 state was staged" in r.reason and r.figures["kill-rank#0"]["phase"] == "staged"
+
+
+def test_phase_staged_refuses_a_kill_while_writing_one_before_any_staging_and_a_save_that_landed() -> None:
+    writing = judge(save(10, 90.0, 91.0) + [staged(20, 99.0)] + save(20, 99.5), phase="staged")
+    assert writing.verdict == "fail" and "writer had begun 0.5 s before it struck" in writing.reason
+    early = judge([staged(20, 101.0)] + save(20, 101.5, 102.0), phase="staged")
+    assert early.verdict == "fail" and "before any save was staged" in early.reason
+    committed = judge([staged(20, 99.7)] + save(20, 100.2, 100.9), phase="staged")
+    assert committed.verdict == "fail" and "still committed" in committed.reason
+    # The staging of another attempt does not count: the kill struck attempt 0.0, which staged nothing.
+    assert judge([staged(20, 99.7, attempt="0.1")], phase="staged").verdict == "fail"
+    # Nothing reported about staging: when the state was staged is unknown.
+    assert judge(save(20, 99.6), phase="staged").verdict == "inconclusive"
+
+
+def test_phase_staged_a_save_that_reached_disk_all_the_same_was_not_lost() -> None:
+    """The writer began after the kill (on the rank that lived) and its save was loaded whole by the next attempt."""
+    load = {"ev": "ckpt_load", "t": 105.0, "attempt": "0.1", "rank": 0, "step": 20, "path": "/c/20"}
+    look = {"ev": "ckpt_verify", "t": 105.2, "source": "harness", "seen": "ckpt_load", "path": "/c/20",
+            "attempt": "0.1", "t_event": 105.0, "ok": True, "step": 20}
+    r = judge([staged(20, 99.7)] + save(20, 100.7) + [load, look], phase="staged")
+    assert r.verdict == "fail" and "reached disk" in r.reason, r.reason

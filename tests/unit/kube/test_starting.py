@@ -122,6 +122,6 @@ def test_a_drain_longer_than_the_start_timeout_is_refused_before_launch() -> Non
     from chaos.targets.kubernetes import Kubernetes, KubernetesConfig
 
     target = Kubernetes(KubernetesConfig(start_timeout_s=60))
-    with pytest.raises(CapabilityError, match="keeps its node cordoned 90 s.*raise start_timeout_s above the drain"):
+    with pytest.raises(CapabilityError, match="keeps its node from taking pods for 90 s.*raise start_timeout_s above the fault"):
         target.admit(SimpleNamespace(), "node-drain", SimpleNamespace(duration_s=90))
     target.admit(SimpleNamespace(), "node-drain", SimpleNamespace(duration_s=30))
