@@ -76,11 +76,15 @@ class KubeRecovered(Check, kind="kube_recovered"):
         struck_pods: set[str] = set()
         if fault.kind == "node-notready":
             # The pods the taint manager evicted while the kubelet was stopped, as the fault found them at the resume.
-            found = [r for r in h.of("kube_evicted") if r.get("source") == "harness" and r.get("index") == fault.index]
+            found = [r for r in h.of("kube_evicted") if r.get("source") == "harness" and r.get("index") == fault.index
+                     and r.t >= t0]
             if not found:
                 figs["inconclusive"] = "the fault left no record of the pods evicted while the node was NotReady"
                 return None, figs
-            details = {**details, "evicted": found[-1].get("pods")}
+            # Its new pods count from the kubelet's resume (the SIGCONT), not from the end of the revert.
+            resumed = found[0].get("t_resume")
+            details = {**details, "evicted": found[0].get("pods"),
+                       "resumed": resumed if isinstance(resumed, (int, float)) else fault.t_release}
             figs.update(_outage(h, fault))
             if details["evicted"] == []:
                 return self._rode_out(fault, details, seen, h, figs)
@@ -104,6 +108,8 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if fault.kind == "pod-delete" and isinstance(details.get("pod"), str):
                 struck_pods = {details["pod"]}
         release = fault.t_release if isinstance(fault.t_release, (int, float)) else None
+        if fault.kind == "node-notready":
+            release = details.get("resumed") if isinstance(details.get("resumed"), (int, float)) else None
         # A drained node's pods cannot start before the uncordon (a NotReady one's before its kubelet is back): what
         # ran before it is not the way back.
         start = max(t0, release) if fault.kind in ("node-drain", "node-notready") and release is not None else t0
@@ -166,9 +172,15 @@ class KubeRecovered(Check, kind="kube_recovered"):
         containers never stopped. Proven by no new container of its job nodes since the fault, and their ranks'
         steps after the kubelet was back, within ``max_s``."""
         t0 = float(fault.t_inject or 0.0)
-        resumed = fault.t_release if isinstance(fault.t_release, (int, float)) else fault.t_revert
+        resumed = details.get("resumed")
         if not isinstance(resumed, (int, float)):
             figs["inconclusive"] = "the fault has no record of the kubelet's resume: what ran after it is unknown"
+            return None, figs
+        # Riding it out proves something only if there was an outage: the cluster saw the node NotReady, and back.
+        if figs.get("notready_s") is None or figs.get("ready_again_s") is None:
+            figs["inconclusive"] = ("the cluster's Events do not show the node NotReady and then Ready again after the "
+                                    "fault (the outage shorter than the node controller's grace period, or the Events "
+                                    "not read): nothing was evicted, and nothing shows there was an outage to ride out")
             return None, figs
         nodes = sorted({str(r.get("node")) for r in seen if r.t <= t0
                         and r.get("k8s_node") in (None, details.get("node"))})
@@ -194,19 +206,24 @@ class KubeRecovered(Check, kind="kube_recovered"):
 
 def _outage(h: Any, fault: FaultRecord) -> dict[str, Any]:
     """The cluster's own account of a NotReady node (the fault's ``kube_events`` record): when the node controller
-    saw it NotReady and when the kubelet said it was Ready again, in seconds from the fault."""
+    saw it NotReady and when the kubelet said it was Ready again after that, in seconds from the fault."""
     t0 = float(fault.t_inject or 0.0)
-    found = [r for r in h.of("kube_events") if r.get("source") == "harness" and r.get("index") == fault.index]
-    events = found[-1].get("events") if found else None
+    found = [r for r in h.of("kube_events") if r.get("source") == "harness" and r.get("index") == fault.index
+             and r.t >= t0]
+    events = found[0].get("events") if found else None
     if not isinstance(events, list):
         return {"notready_s": None, "ready_again_s": None}
 
-    def first(reason: str) -> float | None:
+    def first(reason: str, since: float) -> float | None:
+        # Events carry whole seconds: one stamped in the second the fault struck counts.
         times = [e["t"] for e in events if isinstance(e, dict) and e.get("reason") == reason and e.get("kind") == "Node"
-                 and isinstance(e.get("t"), (int, float)) and e["t"] >= t0 - 1]
-        return round(min(times) - t0, 3) if times else None
+                 and isinstance(e.get("t"), (int, float)) and e["t"] >= since - 1]
+        return min(times) if times else None
 
-    return {"notready_s": first("NodeNotReady"), "ready_again_s": first("NodeReady")}
+    notready = first("NodeNotReady", t0)
+    ready = first("NodeReady", notready + 1) if notready is not None else None
+    return {"notready_s": round(notready - t0, 3) if notready is not None else None,
+            "ready_again_s": round(ready - t0, 3) if ready is not None else None}
 
 
 def _outage_said(figs: dict[str, Any]) -> str:

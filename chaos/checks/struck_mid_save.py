@@ -77,15 +77,24 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         last = max(staged, key=lambda r: r.t)
         step = last.get("step")  # an int: the protocol drops a ckpt_staged without one
         figs.update(step=step, into_save_s=round(t - last.t, 3))
-        begun = [r for r in h.of("ckpt_begin", attempt=attempt) if r.step == step and last.t <= r.t <= t]
+        # The struck ranks staged it themselves (the copy they held is what the kill lost), where the fault names them.
+        struck = fault.details.get("ranks")
+        if isinstance(struck, list) and struck and all(isinstance(r, int) for r in struck):
+            unstaged = sorted(set(struck) - {r.rank for r in staged if r.get("step") == step})
+            if unstaged:
+                return (f"rank(s) {unstaged} it struck had not staged the step-{step} save (only "
+                        f"{sorted({r.rank for r in staged if r.get('step') == step})} had)"), figs
+        # Any begin of that save in the attempt up to the kill: its writer had begun, whatever order the ranks' and the
+        # writer's events came in (a writer thread may begin before the staging is reported).
+        begun = [r for r in h.of("ckpt_begin", attempt=attempt) if r.step == step and r.t <= t]
         if begun:
-            return (f"the step-{step} save's writer had begun {round(t - begun[0].t, 3)} s before it struck: a kill "
+            return (f"the step-{step} save's writer had begun {round(t - begun[-1].t, 3)} s before it struck: a kill "
                     f"while writing, not before the write (shorten the trigger's delay_s, or hold the writer's start "
                     f"longer)"), figs
-        commits = [r for r in h.of("ckpt_commit", attempt=attempt) if r.step == step and r.t >= last.t]
+        commits = [r for r in h.of("ckpt_commit", attempt=attempt) if r.step == step]
         if commits:
-            return (f"it struck {figs['into_save_s']} s after the step-{step} state was staged, but that save still "
-                    f"committed {round(commits[0].t - t, 3)} s later: nothing was lost"), figs
+            return (f"it struck {figs['into_save_s']} s after the step-{step} state was staged, but that save "
+                    f"committed all the same ({round(commits[0].t - t, 3):+} s from the kill): nothing was lost"), figs
         if _loaded_whole(h, attempt, step, "", t) is not None:
             return (f"it struck {figs['into_save_s']} s after the step-{step} state was staged, but that save reached "
                     f"disk: the next attempt loaded it, verified whole"), figs

@@ -34,8 +34,9 @@ from chaos.kube.minicluster import api_errors
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Signal
 
-READY_WAIT_S = 30.0
-"""After the resume, how long the fault waits for the kubelet to say the node is Ready before it reads the Events."""
+READY_WAIT_S = 15.0
+"""After the resume, how long the fault waits for the kubelet to say the node is Ready before it reads the Events
+(the kubelet posts its status every 2 s here; the harness's loop waits meanwhile, so this is short)."""
 
 
 class NodeNotReadyConfig(KubeNodeConfig):
@@ -59,6 +60,9 @@ class NodeNotReady(KubeNodeFault, kind="node-notready"):
         c: NodeNotReadyConfig = self.config  # type: ignore[assignment]
         target: Any = run.target
         cluster = target.cluster
+        if getattr(self, "_struck", None) is not None:
+            raise FaultError(f"{self.label}: the kubelet is still stopped by this fault's last fire; a fire overlapping "
+                             f"it would end with its resume")
         node = target.pod_of(f"node{c.node}").spec.node_name  # FaultError where the API cannot say
         if not node:
             raise FaultError(f"{self.label}: node{c.node}'s pod is not scheduled on a node yet")
@@ -77,20 +81,24 @@ class NodeNotReady(KubeNodeFault, kind="node-notready"):
 
     def revert(self, run: RunContext) -> list[Any]:
         struck = getattr(self, "_struck", None)
-        evicted: list[str] = []
+        evicted: list[str] | None = []
         if struck is not None:
             # Before the resume: a pod the taint manager deleted is still there, Terminating, for the kubelet to
-            # stop; once it runs again the pod goes and what evicted it can only be read from the Events.
+            # stop; once it runs again the pod goes and what evicted it can only be read from the Events. (A run that
+            # ends while the kubelet is stopped has deleted its Jobs first: its own deletions are not evictions.)
             try:
                 evicted = sorted(p.metadata.name for p in run.target.pods()  # type: ignore[attr-defined]
                                  if p.metadata.deletion_timestamp is not None and p.spec.node_name == struck[0])
             except (FaultError, *api_errors()) as exc:
+                evicted = None  # unknown, never "nothing evicted"
                 run.log("kube_read_error", error=f"{self.label}: listing the pods: {exc}"[:300])
         failures = super().revert(run)
         if struck is not None:
-            run.log("kube_evicted", fault=self.label, index=self.index, node=struck[0], pods=evicted)
-            self._events(run, *struck)
             self._struck = None
+            resumed = time.time()
+            run.log("kube_evicted", fault=self.label, index=self.index, node=struck[0], pods=evicted,
+                    t_resume=resumed)
+            self._events(run, *struck)
         return failures
 
     def _events(self, run: RunContext, node: str, since: float) -> None:
@@ -100,7 +108,7 @@ class NodeNotReady(KubeNodeFault, kind="node-notready"):
         ready = False
         while time.monotonic() < deadline and not ready:
             try:
-                conditions = core.read_node(node, _request_timeout=10).status.conditions or []
+                conditions = core.read_node(node, _request_timeout=5).status.conditions or []
                 ready = any(x.type == "Ready" and x.status == "True" for x in conditions)
             except api_errors():
                 pass
@@ -110,7 +118,7 @@ class NodeNotReady(KubeNodeFault, kind="node-notready"):
         try:
             namespaces = {"default", run.target.cluster.namespace}  # type: ignore[attr-defined]
             for ns in sorted(namespaces):
-                for e in core.list_namespaced_event(ns, _request_timeout=10).items:
+                for e in core.list_namespaced_event(ns, _request_timeout=5).items:
                     when = e.last_timestamp or e.event_time or e.first_timestamp
                     if when is None or when.timestamp() < since - 1:
                         continue

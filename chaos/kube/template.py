@@ -81,7 +81,9 @@ def pod_template(template: dict[str, Any], *, labels: dict[str, str], command: l
     own = [e for e in agent.get("env") or [] if isinstance(e, dict) and e.get("name") not in env]
     agent["env"] = own + [{"name": k, "value": v} for k, v in env.items()]
     if unreachable_toleration_s is not None:
-        kept = [t for t in spec.get("tolerations") or [] if not (isinstance(t, dict) and t.get("key") in NODE_GONE_TAINTS)]
+        # The run's toleration replaces the template's of the same taints for NoExecute (a NoSchedule one stays).
+        kept = [t for t in spec.get("tolerations") or [] if not (
+            isinstance(t, dict) and t.get("key") in NODE_GONE_TAINTS and t.get("effect") in (None, "", "NoExecute"))]
         spec["tolerations"] = kept + [{"key": key, "operator": "Exists", "effect": "NoExecute",
                                        "tolerationSeconds": unreachable_toleration_s} for key in NODE_GONE_TAINTS]
     return pod

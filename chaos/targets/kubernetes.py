@@ -174,9 +174,11 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
             return
         import docker
 
-        from chaos.kube.minicluster import KubeCluster, free_port, port_free
+        from chaos.kube.minicluster import NODE_GRACE_S, KubeCluster, free_port, port_free
 
-        self.cluster = KubeCluster(run, run.run_dir.resolve() / "kube", namespace=self.prefix(run))
+        notready = any(f.kind == "node-notready" for f in run.experiment.faults)
+        self.cluster = KubeCluster(run, run.run_dir.resolve() / "kube", namespace=self.prefix(run),
+                                   node_grace_s=NODE_GRACE_S if notready else None)
         self.cluster.start()
         client = docker.from_env()
         try:

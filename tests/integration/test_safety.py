@@ -46,6 +46,7 @@ from typing import Any
 import pytest
 import yaml
 
+from chaos.pytest_plugin import HOST_KUBERNETES
 from chaos.spec.load import load_experiment
 from chaos.runtime.ledger import Ledger, unfinished_runs
 from chaos.registry import FAULTS
@@ -63,7 +64,7 @@ REQUEUE_WAIT_S = 60.0
 FAKE_TORCHRUN = ROOT / "tests" / "fixtures" / "fake_torchrun.py"
 FAKE_OK = {"kill-rank", "hang-rank", "straggler", "storage-full", "read-only-storage", "partition",
            "network-degrade", "kill-node", "xid", "preempt", "nan", "loss-spike", "bitflip", "oom", "collective-error",
-           "slow-storage", "write-error", "nvrx-fault", "pod-delete", "container-kill", "node-drain"}
+           "slow-storage", "write-error", "nvrx-fault", "pod-delete", "container-kill", "node-drain", "node-notready"}
 """Kinds whose interrupt paths run under the torch-free agent (see the module docstring)."""
 
 SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {
@@ -90,6 +91,19 @@ def _example_for(kind: str) -> tuple[Path, dict[str, Any]] | None:
             on_event = "on_event" in json.dumps(mine[0].get("trigger"))
             found.append((not local, not ddp, on_event, path.name, path, raw))
     return min(found, key=lambda x: x[:4])[4:] if found else None
+
+
+def _kinds() -> list[Any]:
+    """Every fault kind; those whose scenario runs on this host's one local Kubernetes in its xdist group, so that
+    they queue on the group's worker rather than hold other workers idle in the cluster's lock (tests/conftest.py)."""
+    out = []
+    for kind in FAULTS.kinds():
+        found = _example_for(kind)
+        target = found[1].get("target") if found else None
+        local_kube = isinstance(target, dict) and target.get("kind") == "kubernetes" and \
+            target.get("cluster", "local") == "local"
+        out.append(pytest.param(kind, marks=[pytest.mark.xdist_group(HOST_KUBERNETES)] if local_kube else []))
+    return out
 
 
 def scenario(kind: str, tmp: Path, fake: bool = False) -> Path:
@@ -249,7 +263,7 @@ def harness_for(tmp_path: Path):
         h.close()
 
 
-@pytest.mark.parametrize("kind", FAULTS.kinds())
+@pytest.mark.parametrize("kind", _kinds())
 def test_sigkill_then_cleanup_leaves_nothing(kind: str, harness_for) -> None:
     h = harness_for(kind, fake=True)
     run_dir = h.wait_for_fault(kind)
@@ -266,7 +280,7 @@ def test_sigkill_then_cleanup_leaves_nothing(kind: str, harness_for) -> None:
     assert again.returncode == 0 and "no unfinished runs" in again.stdout, again.stdout
 
 
-@pytest.mark.parametrize("kind", FAULTS.kinds())
+@pytest.mark.parametrize("kind", _kinds())
 def test_sigint_reverts_without_cleanup(kind: str, harness_for) -> None:
     h = harness_for(kind, fake=kind != "kill-rank")
     h.wait_for_fault(kind)

@@ -321,3 +321,31 @@ def test_a_notready_node_whose_pods_were_not_evicted_rode_it_out_when_its_ranks_
     assert stalled.verdict == "fail" and "node1 was not evicted and did not train" in stalled.reason
     restarted = judge(truth + [seen(42.0, "node1", "j-n1-b", "u3", k8s_node="vm")], notready())
     assert restarted.verdict == "fail" and "yet node1 started container" in restarted.reason
+
+
+def test_a_notready_nodes_recovery_counts_from_the_kubelets_resume_not_the_end_of_the_revert() -> None:
+    """A review's lie: the revert waited for Ready and read the Events, ending 30 s after the SIGCONT; new pods 55 s
+    after the resume are late however soon after the revert's end they came."""
+    slow_revert = FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=70.0,
+                              t_revert=70.0, details={"node": "vm", "kubelet_pid": 77, "stopped_s": 30})
+    record = dict(evicted(["j-n0-a", "j-n1-a"]), t_resume=40.0)
+    r = judge(start() + [record, seen(95.0, "node0", "j-n0-b", "u2"), seen(96.0, "node1", "j-n1-b", "u3")],
+              slow_revert)
+    assert r.verdict == "fail" and "after the kubelet's resume" in r.reason, r.reason
+
+
+def test_riding_it_out_needs_the_cluster_to_have_seen_the_outage() -> None:
+    """No pod evicted, the ranks trained on: a pass only where the cluster's Events show the node NotReady and then
+    Ready again; else the outage may never have happened (the SIGSTOP missed, or shorter than the grace period)."""
+    base = [dict(r, k8s_node="vm") if r["ev"] == "kube_container" else r for r in start()]
+    trained = steps_of("node0", 12.0, 41.0) + steps_of("node1", 12.0, 41.5)
+    for events in ([], [{"t": 40.0, "reason": "NodeReady", "kind": "Node", "name": "vm"}],
+                   [{"t": 25.0, "reason": "NodeNotReady", "kind": "Node", "name": "vm"}]):
+        record = {"ev": "kube_events", "t": 41.0, "source": "harness", "index": 0, "node": "vm", "events": events}
+        r = judge(base + [evicted([]), record] + trained, notready())
+        assert r.verdict == "inconclusive" and "do not show the node NotReady" in r.reason, (events, r.reason)
+    r = judge(base + [evicted([])] + trained, notready())
+    assert r.verdict == "inconclusive", r.reason
+    # A listing that failed is no "nothing evicted".
+    r = judge(base + [evicted(None)] + trained, notready())
+    assert r.verdict == "inconclusive" and "malformed" in r.reason, r.reason

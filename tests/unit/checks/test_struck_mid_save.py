@@ -102,7 +102,7 @@ def test_phase_staged_refuses_a_kill_while_writing_one_before_any_staging_and_a_
     early = judge([staged(20, 101.0)] + save(20, 101.5, 102.0), phase="staged")
     assert early.verdict == "fail" and "before any save was staged" in early.reason
     committed = judge([staged(20, 99.7)] + save(20, 100.2, 100.9), phase="staged")
-    assert committed.verdict == "fail" and "still committed" in committed.reason
+    assert committed.verdict == "fail" and "committed all the same" in committed.reason
     # The staging of another attempt does not count: the kill struck attempt 0.0, which staged nothing.
     assert judge([staged(20, 99.7, attempt="0.1")], phase="staged").verdict == "fail"
     # Nothing reported about staging: when the state was staged is unknown.
@@ -116,3 +116,21 @@ def test_phase_staged_a_save_that_reached_disk_all_the_same_was_not_lost() -> No
             "attempt": "0.1", "t_event": 105.0, "ok": True, "step": 20}
     r = judge([staged(20, 99.7)] + save(20, 100.7) + [load, look], phase="staged")
     assert r.verdict == "fail" and "reached disk" in r.reason, r.reason
+
+
+def test_phase_staged_a_writer_that_began_or_committed_before_the_staging_was_reported_fails() -> None:
+    """A review's lies: the writer thread began (and even committed) before the staging was reported, or one rank's
+    staging came after the begin: the save was under way, or done, when the kill struck."""
+    committed_first = save(20, 99.70, 99.705) + [staged(20, 99.71)]
+    assert judge(committed_first, phase="staged").verdict == "fail"
+    skewed = [staged(20, 99.70, rank=0)] + save(20, 99.71) + [staged(20, 99.72, rank=1)]
+    r = judge(skewed, phase="staged")
+    assert r.verdict == "fail" and "writer had begun" in r.reason, r.reason
+
+
+def test_phase_staged_the_struck_rank_must_have_staged_it() -> None:
+    struck_1 = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=100.0,
+                           details={"ranks": [1], "pids": [12], "attempt": "0.0"})
+    r = judge([staged(20, 99.7, rank=0)], fault=struck_1, phase="staged")
+    assert r.verdict == "fail" and "rank(s) [1] it struck had not staged" in r.reason, r.reason
+    assert judge([staged(20, 99.7, rank=0), staged(20, 99.7, rank=1)], fault=struck_1, phase="staged").verdict == "pass"

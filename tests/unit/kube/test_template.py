@@ -91,10 +91,11 @@ def test_an_exported_jobs_controller_labels_are_left_out(tmp_path: Path) -> None
 def test_the_pods_toleration_of_a_node_gone_is_the_runs_when_it_sets_one(tmp_path: Path) -> None:
     mine = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 900}
     gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-    template = load_template(_write(tmp_path, {**POD, "spec": {**POD["spec"], "tolerations": [gpu, mine]}}))
+    schedule = {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoSchedule"}
+    template = load_template(_write(tmp_path, {**POD, "spec": {**POD["spec"], "tolerations": [gpu, mine, schedule]}}))
     args = dict(labels={}, command=["x"], env={}, restart_policy="Never", grace_s=1)
-    assert pod_template(template, **args)["spec"]["tolerations"] == [gpu, mine], "unset: the template's own"
+    assert pod_template(template, **args)["spec"]["tolerations"] == [gpu, mine, schedule], "unset: the template's own"
     tolerations = pod_template(template, **args, unreachable_toleration_s=0)["spec"]["tolerations"]
-    assert tolerations[0] == gpu and len(tolerations) == 3
-    assert {(t["key"], t["effect"], t["tolerationSeconds"]) for t in tolerations[1:]} == {
+    assert tolerations[:2] == [gpu, schedule] and len(tolerations) == 4, "a NoSchedule toleration is not replaced"
+    assert {(t["key"], t["effect"], t["tolerationSeconds"]) for t in tolerations[2:]} == {
         ("node.kubernetes.io/not-ready", "NoExecute", 0), ("node.kubernetes.io/unreachable", "NoExecute", 0)}
