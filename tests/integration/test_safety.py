@@ -32,6 +32,7 @@ runs to its end and reverts under the real workload in experiments/.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -74,6 +75,12 @@ SCENARIO_OVERRIDES: dict[str, dict[str, Any]] = {
 """Per kind: workload args merged over the example's (the fault itself is taken from the example)."""
 
 
+@functools.cache
+def _experiments() -> tuple[tuple[Path, dict[str, Any]], ...]:
+    """Every example experiment, read once (the parametrization asks for each kind's at collection)."""
+    return tuple((path, yaml.safe_load(path.read_text())) for path in sorted(EXPERIMENTS.glob("*.yaml")))
+
+
 def _example_for(kind: str) -> tuple[Path, dict[str, Any]] | None:
     """The cheapest example of ``kind``: on the local target if one is, with the reference DDP workload if one
     is (a torchrun + two DDP ranks start in a few CPU-seconds; a Slurm cluster or an HF/Accelerate import
@@ -81,8 +88,7 @@ def _example_for(kind: str) -> tuple[Path, dict[str, Any]] | None:
     one whose trigger waits for no particular workload event if one does (a save's phase, ``ckpt_staged``,
     is an event the torch-free agent never emits: its fault would never fire)."""
     found = []
-    for path in sorted(EXPERIMENTS.glob("*.yaml")):
-        raw = yaml.safe_load(path.read_text())
+    for path, raw in _experiments():
         mine = [f for f in raw.get("faults") or [] if isinstance(f, dict) and f.get("kind") == kind]
         if mine:
             target = raw.get("target", "local")

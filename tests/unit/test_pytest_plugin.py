@@ -118,3 +118,30 @@ def test_the_junit_xml_records_the_worker_count_beside_the_host_speed(monkeypatc
     recorded.clear()
     pytest_sessionstart(session(None))  # no xdist: no worker count, the host speed still
     assert recorded == [(HOST_SPEED_PROPERTY, 1.25)]
+
+
+def test_the_host_kubernetes_group_runs_on_one_worker(pytester: pytest.Pytester) -> None:
+    """The suite sends every run on this host's one local Kubernetes to one worker (``--dist loadgroup``, the
+    xdist_group the plugin sets): spread over workers they queue in the cluster's lock and hold the others idle.
+    pytest 9.2 silently broke that grouping (pytest-dev/pytest-xdist#1386: the group rides on a nodeid suffix that
+    pytest's structured node ids no longer take; pyproject pins pytest below 9.2): this says so if it breaks again."""
+    pytester.makepyfile(test_grouped="""
+        import os
+        import pytest
+        from chaos.pytest_plugin import HOST_KUBERNETES
+
+        @pytest.mark.xdist_group(HOST_KUBERNETES)
+        @pytest.mark.parametrize("i", range(6))
+        def test_kube(i):
+            print("WORKER", os.environ["PYTEST_XDIST_WORKER"], i)
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_free(i):
+            pass
+    """)
+    result = pytester.runpytest_subprocess("-n", "3", "--dist", "loadgroup", "-p", "no:cacheprovider", "-v")
+    result.assert_outcomes(passed=12)
+    kube = [line for line in result.stdout.lines if "PASSED" in line and "test_kube[" in line]
+    workers = {line.split("]")[0].strip("[") for line in kube}
+    assert len(kube) == 6 and len(workers) == 1, "\n".join(kube)
+    assert all("@" + "host-kubernetes" in line for line in kube), "\n".join(kube)
