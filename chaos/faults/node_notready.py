@@ -85,7 +85,8 @@ class NodeNotReady(KubeNodeFault, kind="node-notready"):
         if struck is not None:
             # Before the resume: a pod the taint manager deleted is still there, Terminating, for the kubelet to
             # stop; once it runs again the pod goes and what evicted it can only be read from the Events. (A run that
-            # ends while the kubelet is stopped has deleted its Jobs first: its own deletions are not evictions.)
+            # ends while the kubelet is stopped deletes its Jobs first, so its pods are listed here too: kube_recovered
+            # then finds they never came back, which is true, the run ended.)
             try:
                 evicted = sorted(p.metadata.name for p in run.target.pods()  # type: ignore[attr-defined]
                                  if p.metadata.deletion_timestamp is not None and p.spec.node_name == struck[0])
