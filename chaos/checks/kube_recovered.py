@@ -59,7 +59,8 @@ class KubeRecovered(Check, kind="kube_recovered"):
                 return self.inconclusive(f"{label}: {figs['inconclusive']}", **figures)
         parts = [f"{label}: " + _outage_said(figs) + "; ".join(
             f"{n} {w['how']}: still training {w['back_s']:.1f} s after it, the kubelet back" if w["how"].startswith("rode")
-            else f"{n} {w['how']} {w['back_s']:.1f} s after it{_backoff(w)}" for n, w in figs["nodes"].items())
+            else f"{n} {w['how']}{_elsewhere(w)} {w['back_s']:.1f} s after it{_backoff(w)}"
+            for n, w in figs["nodes"].items())
                  for label, figs in figures.items()]
         return self.passed("; ".join(parts), **figures)
 
@@ -146,6 +147,8 @@ class KubeRecovered(Check, kind="kube_recovered"):
             # The Job's own account when the node was back: the failures it counted against its backoffLimit.
             failed = [r.get("failed") for r in jobs if r.t <= back.t and isinstance(r.get("failed"), int)]
             figs["nodes"][node] = {"how": how, "back_s": round(back.t - t0, 3), "pod": back.get("pod"),
+                                   "k8s_node": back.get("k8s_node"), "struck_k8s_node": details.get("node") if
+                                   fault.kind in ("node-drain", "node-notready") else base.get("k8s_node"),
                                    "restart_count": back.get("restart_count"),
                                    "job_failed": failed[-1] if failed else None, "backoff_limit": limits.get(node)}
             expected = _expected(fault.kind, policies.get(node))
@@ -232,6 +235,12 @@ def _outage_said(figs: dict[str, Any]) -> str:
                                                                    ("ready_again_s", "Ready again"))
             if isinstance(figs.get(key), (int, float))]
     return f"the node went {' and '.join(said)} (the cluster's Events); " if said else ""
+
+
+def _elsewhere(figs: dict[str, Any]) -> str:
+    """Where a replacement ran, when that was not the struck Kubernetes node (a cluster of several)."""
+    where, struck = figs.get("k8s_node"), figs.get("struck_k8s_node")
+    return f" on {where}" if isinstance(where, str) and isinstance(struck, str) and where != struck else ""
 
 
 def _backoff(figs: dict[str, Any]) -> str:

@@ -54,7 +54,7 @@ class ContainerKill(KubeNodeFault, kind="container-kill"):
         if target.local:
             import docker
 
-            client = docker.from_env()
+            client = target.cluster.docker(pod.spec.node_name)  # the daemon of the pod's Kubernetes node
             try:
                 client.api.kill(cid, signal=c.signal)
             except docker.errors.APIError as exc:

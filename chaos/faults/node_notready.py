@@ -6,10 +6,11 @@ is told: the containers train on. The node stops posting its status; the node co
 (Unknown) once its grace period has passed (20 s on the local cluster, 40 s by Kubernetes' default) and taints it
 ``node.kubernetes.io/unreachable:NoExecute``; the taint manager evicts each pod once its toleration of that taint
 runs out (``target.unreachable_toleration_s``; the cluster's default is 300 s). The Job's controller creates a
-replacement for each evicted pod, which stays Pending while the node is tainted (the local cluster has no other
-node). When the kubelet comes back it stops the evicted pods' containers and starts the replacements, and the
-job resumes from its checkpoint. An outage shorter than the grace period and the toleration evicts nothing: the
-job never noticed.
+replacement for each evicted pod: on another Ready node it starts at once, while the evicted pod's containers
+still run on the stopped node (nothing can stop them until its kubelet is back); on a one-node cluster it stays
+Pending while the node is tainted. When the kubelet comes back it stops the evicted pods' containers (and starts
+the replacements it holds), and the job resumes from its checkpoint. An outage shorter than the grace period and
+the toleration evicts nothing: the job never noticed.
 
 At the resume the fault records which of the run's pods had been evicted (``kube_evicted``: deleted while the
 kubelet was stopped) and the cluster's own account of the outage, from its Events: when the node controller saw
@@ -66,11 +67,11 @@ class NodeNotReady(KubeNodeFault, kind="node-notready"):
         node = target.pod_of(f"node{c.node}").spec.node_name  # FaultError where the API cannot say
         if not node:
             raise FaultError(f"{self.label}: node{c.node}'s pod is not scheduled on a node yet")
-        pid = getattr(cluster, "pids", {}).get("kubelet")
+        pid = cluster.kubelet_pid(node)  # that node's kubelet: on a cluster of several, each node has its own
         try:
             proc = psutil.Process(pid) if isinstance(pid, int) else None
             if proc is None or "kubelet" not in proc.name():
-                raise FaultError(f"{self.label}: the local cluster's kubelet is not running (pid {pid})")
+                raise FaultError(f"{self.label}: the kubelet of node {node} is not running (pid {pid})")
             created = proc.create_time()
         except psutil.NoSuchProcess:
             raise FaultError(f"{self.label}: the local cluster's kubelet (pid {pid}) is gone") from None

@@ -1,5 +1,6 @@
-"""A throwaway but real single-node Kubernetes for one run: etcd, the API server, the controller manager, the
-scheduler and a kubelet whose dockershim runs the pods in this host's docker daemon.
+"""A throwaway but real Kubernetes for one run: etcd, the API server, the controller manager, the scheduler and a
+kubelet whose dockershim runs the pods in this host's docker daemon; with ``node_count`` above 1, further nodes,
+each a kubelet with a docker daemon of its own (chaos/kube/nodes.py).
 
 Everything listens on 127.0.0.1 on free ports, with keys made for the run (chaos/kube/pki.py) and state in the
 run directory. The host is left as it was: the kubelet is built never to rewrite sysctls nor to set a negative
@@ -33,6 +34,7 @@ import psutil
 
 from chaos.errors import CapabilityError, HarnessError
 from chaos.kube.build import built, foreign_kubelet, refusal
+from chaos.kube.nodes import ExtraNode, describe, plan_extra, ready_docker, start_docker
 from chaos.kube.pki import Pki, make_pki
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command, KillTree
@@ -109,8 +111,12 @@ def sh(script: str) -> list[str]:
 class KubeCluster:
     """Brings up and (through the ledger) tears down one run's cluster; ``api`` is the official client on it."""
 
-    def __init__(self, run: RunContext, root: Path, namespace: str, node_grace_s: int | None = None) -> None:
+    def __init__(self, run: RunContext, root: Path, namespace: str, node_grace_s: int | None = None,
+                 node_count: int = 1) -> None:
         self.run = run
+        self.node_count = node_count
+        """Kubernetes nodes: the first on the host's docker daemon, each further one with a daemon of its own."""
+        self.extra: list[ExtraNode] = []
         self.node_grace_s = node_grace_s
         """The node controller's grace period for a node that stopped posting its status (None: Kubernetes' 40 s)."""
         self.root = root
@@ -166,23 +172,49 @@ class KubeCluster:
             return [str(b / what), f"--kubeconfig={self.kubeconfig}", "--bind-address=127.0.0.1", "--port=0",
                     "--secure-port=0", "--leader-elect=false"]
         if what == "kubelet":
-            return [str(b / what), f"--kubeconfig={self.kubeconfig}", "--container-runtime=docker",
-                    f"--pod-infra-container-image={PAUSE_IMAGE}", "--cgroup-driver=cgroupfs", "--fail-swap-on=false",
-                    f"--hostname-override={self.node}", "--node-ip=127.0.0.1", "--address=127.0.0.1",
-                    "--healthz-bind-address=127.0.0.1", f"--healthz-port={p.kubelet_healthz}",
-                    f"--port={p.kubelet}", "--read-only-port=0",
-                    # The host's own network rules, NAT and images are not the cluster's to manage.
-                    "--make-iptables-util-chains=false", "--hairpin-mode=none", "--image-gc-high-threshold=100",
-                    "--image-gc-low-threshold=99", "--eviction-hard=memory.available<100Mi", "--cluster-dns=",
-                    "--oom-score-adj=0", f"--root-dir={self.kubelet_root / 'root'}",
-                    f"--cert-dir={self.kubelet_root / 'pki'}",
-                    "--sync-frequency=5s", "--node-status-update-frequency=2s"]
+            return self.kubelet_argv(self.node, p.kubelet, p.kubelet_healthz, self.kubelet_root)
+        extra = next((n for n in self.extra if what == f"kubelet-{n.index}"), None)
+        if extra is not None:
+            return self.kubelet_argv(extra.name, extra.kubelet_port, extra.healthz_port, extra.home,
+                                     extra.kubelet_extra())
         raise ValueError(what)
 
+    def kubelet_argv(self, node: str, port: int, healthz: int, home: Path, extra: list[str] = []) -> list[str]:
+        assert self.bin is not None
+        return [str(self.bin / "kubelet"), f"--kubeconfig={self.kubeconfig}", "--container-runtime=docker",
+                f"--pod-infra-container-image={PAUSE_IMAGE}", "--cgroup-driver=cgroupfs", "--fail-swap-on=false",
+                f"--hostname-override={node}", "--node-ip=127.0.0.1", "--address=127.0.0.1",
+                "--healthz-bind-address=127.0.0.1", f"--healthz-port={healthz}", f"--port={port}",
+                "--read-only-port=0",
+                # The host's own network rules, NAT and images are not the cluster's to manage.
+                "--make-iptables-util-chains=false", "--hairpin-mode=none", "--image-gc-high-threshold=100",
+                "--image-gc-low-threshold=99", "--eviction-hard=memory.available<100Mi", "--cluster-dns=",
+                "--oom-score-adj=0", f"--root-dir={home / 'root'}", f"--cert-dir={home / 'pki'}",
+                "--sync-frequency=5s", "--node-status-update-frequency=2s", *extra]
+
+    @property
+    def node_names(self) -> list[str]:
+        return [self.node] + [n.name for n in self.extra]
+
+    def kubelet_pid(self, node: str) -> int | None:
+        """The pid of Kubernetes node ``node``'s kubelet (None: not one of this cluster's)."""
+        if node == self.node:
+            return self.pids.get("kubelet")
+        return next((self.pids.get(f"kubelet-{n.index}") for n in self.extra if n.name == node), None)
+
+    def docker(self, node: str | None = None) -> Any:
+        """A docker SDK client on the daemon that runs Kubernetes node ``node``'s pods (the host's: the first)."""
+        import docker
+
+        extra = next((n for n in self.extra if n.name == node), None)
+        return extra.docker() if extra is not None else docker.from_env()
+
     def plan(self) -> list[str]:
+        more = [f"kube: {self.node_count - 1} further node(s), each a kubelet with a docker daemon of its own "
+                f"(no bridge, iptables or NAT)"] if self.node_count > 1 and not self.extra else describe(self.extra)
         return [f"kube: wait for the host's lock {LOCK}; keys and kubeconfig in {self.root}"] + [
             f"kube: {d}: {shlex.join(self.argv(d))}" if self.pki else f"kube: start {d}"
-            for d in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")]
+            for d in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet")] + more
 
     # ------------------------------------------------------------------ lifecycle
     def _take_lock(self, wait_s: float) -> None:
@@ -239,8 +271,8 @@ class KubeCluster:
         push("target", Command(sh(f"docker ps -aq --filter {label} | xargs -r docker rm -f >/dev/null"),
                                only_if=sh(f"docker ps -aq --filter {label} | grep -q .")))
 
-    def _spawn(self, what: str) -> subprocess.Popen:
-        argv = self.argv(what)
+    def _spawn(self, what: str, argv: list[str] | None = None) -> subprocess.Popen:
+        argv = argv or self.argv(what)
         with open(self.logs / f"{what}.log", "ab") as out:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("CHAOS_", "KUBECONFIG"))}
             # Each daemon holds the host's lock too: a harness killed before its cleanup leaves them running, and
@@ -274,16 +306,24 @@ class KubeCluster:
         self.pki = make_pki(self.root / "pki", self.node)
         self.pki.kubeconfig(self.server, self.kubeconfig, namespace=self.namespace)
         self._pause_image()
+        self.extra = plan_extra(self, self.node_count, Ports.pick)
+        dockerds = [start_docker(self, n) for n in self.extra]  # they start while the control plane does
         procs = [self._spawn("etcd"), self._spawn("kube-apiserver")]
         self._wait(self._api_ready, timeout_s, "the API server did not answer", procs)
         t_api = time.monotonic() - t0
         procs += [self._spawn("kube-controller-manager"), self._spawn("kube-scheduler"), self._spawn("kubelet")]
-        self._wait(self._node_ready, timeout_s, f"node {self.node} did not become Ready", procs)
-        self._address_node()
+        assert self.bin is not None
+        for node, dockerd in zip(self.extra, dockerds):
+            ready_docker(self, node, dockerd, pause_image_tar(self.bin / "pause"), PAUSE_IMAGE)
+            procs += [dockerd, self._spawn(f"kubelet-{node.index}")]
+        self._wait(self._node_ready, timeout_s, f"node(s) {', '.join(self.node_names)} did not become Ready", procs)
+        for name in self.node_names:
+            self._address_node(name)
         self._create_namespace()
         self._wait(self._default_account, 30, f"namespace {self.namespace} got no default service account", procs)
         self.run.log("kube_cluster_up", seconds=round(time.monotonic() - t0, 3), api_s=round(t_api, 3),
-                     server=self.server, node=self.node, namespace=self.namespace, kubeconfig=str(self.kubeconfig))
+                     server=self.server, node=self.node, nodes=self.node_names, namespace=self.namespace,
+                     kubeconfig=str(self.kubeconfig))
 
     def _pause_image(self) -> None:
         import docker
@@ -335,14 +375,16 @@ class KubeCluster:
             nodes = self.core().list_node(_request_timeout=2).items
         except api_errors():
             return False
-        return any(c.type == "Ready" and c.status == "True" for n in nodes for c in (n.status.conditions or []))
+        ready = {n.metadata.name for n in nodes
+                 if any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))}
+        return set(self.node_names) <= ready
 
-    def _address_node(self) -> None:
+    def _address_node(self, node: str) -> None:
         """Give the node its loopback address. The kubelet refuses a loopback --node-ip (validateNodeIP) and so
         publishes no address at all: the API server could not reach it for an exec or a log, and hostNetwork pods
         would have no IP. The kubelet's own status updates keep addresses they did not set."""
-        self.core().patch_node_status(self.node, {"status": {"addresses": [
-            {"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": self.node}]}})
+        self.core().patch_node_status(node, {"status": {"addresses": [
+            {"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node}]}})
 
     def _create_namespace(self) -> None:
         from kubernetes import client

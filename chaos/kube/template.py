@@ -89,6 +89,15 @@ def pod_template(template: dict[str, Any], *, labels: dict[str, str], command: l
     return pod
 
 
+def prefer(pod: dict[str, Any], node: str) -> None:
+    """Ask the scheduler to place ``pod`` on Kubernetes node ``node`` if it can (a preferred node affinity, which
+    outweighs the default scores): a replacement of it still goes wherever there is room."""
+    pod["spec"].setdefault("affinity", {}).setdefault("nodeAffinity", {}).setdefault(
+        "preferredDuringSchedulingIgnoredDuringExecution", []).append(
+        {"weight": 100, "preference": {"matchExpressions": [
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}})
+
+
 def host_template(run: RunContext, image: str) -> dict[str, Any]:
     """The local cluster's pod: the host's userland, the code and the run directory as hostPath volumes."""
     binds = {src: (b["bind"], b["mode"] == "ro") for src, b in host_binds().items()}

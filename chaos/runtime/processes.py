@@ -76,7 +76,7 @@ class ProcessTree:
     """
 
     def __init__(self) -> None:
-        self.roots: dict[str, psutil.Process] = {}
+        self.roots: dict[str, list[psutil.Process]] = {}
         self._seen: dict[tuple[int, float], Worker | None] = {}
         self.generation = 0
         """The newest round of workers: a round starts when a worker appears while none of the last one lives."""
@@ -87,7 +87,12 @@ class ProcessTree:
         self._node_rounds: dict[str, tuple[int, set[tuple[int, float]]]] = {}
 
     def add_root(self, node: str, pid: int) -> None:
-        self.roots[node] = psutil.Process(pid)
+        """Another root of ``node``'s processes. A node's earlier roots are kept while they run: a Kubernetes pod
+        evicted from an unreachable node runs on (nothing can stop it until that node's kubelet is back) beside its
+        replacement, and both are the node's; dropping the first would report its workers gone while they train."""
+        new = psutil.Process(pid)
+        live = [r for r in self.roots.get(node, []) if r.is_running() and r != new]  # psutil: same pid and start
+        self.roots[node] = live + [new]
 
     def _descendants(self, root: psutil.Process) -> list[psutil.Process]:
         if not PROC_CHILDREN:
@@ -105,7 +110,7 @@ class ProcessTree:
 
     def processes(self) -> list[tuple[str, psutil.Process]]:
         out = []
-        for node, root in self.roots.items():
+        for node, root in ((n, r) for n, rs in self.roots.items() for r in rs):
             try:
                 if not root.is_running():
                     continue

@@ -30,7 +30,7 @@ from chaos.kube.jobs import job_code, job_state
 from chaos.kube.minicluster import api_errors
 from chaos.kube.ranks import RanksByExec
 from chaos.kube.starting import StartWatch, failed_create, hold
-from chaos.kube.template import AGENT, agent_container, host_template, load_template, pod_template
+from chaos.kube.template import AGENT, agent_container, host_template, load_template, pod_template, prefer
 from chaos.runtime.context import RunContext
 from chaos.runtime.hostimage import ensure_host_image
 from chaos.runtime.launch import Rendezvous, protocol_env, workload_argv, workload_cwd, workload_env
@@ -178,7 +178,8 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
 
         notready = any(f.kind == "node-notready" for f in run.experiment.faults)
         self.cluster = KubeCluster(run, run.run_dir.resolve() / "kube", namespace=self.prefix(run),
-                                   node_grace_s=NODE_GRACE_S if notready else None)
+                                   node_grace_s=NODE_GRACE_S if notready else None,
+                                   node_count=self.config.cluster_nodes)
         self.cluster.start()
         client = docker.from_env()
         try:
@@ -247,6 +248,8 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
                                env={k: self.as_nodes_see(v).replace("$", "$$") for k, v in env.items()},
                                restart_policy=c.restart_policy, grace_s=c.grace_s,
                                unreachable_toleration_s=c.unreachable_toleration_s)
+            if self.local and c.cluster_nodes > 1:
+                prefer(pod, self.cluster.node_names[k % c.cluster_nodes])
             if not self.local:
                 if workload_cwd(run):  # the experiment's own working directory, as the image has it
                     agent_container(pod["spec"]["containers"])["workingDir"] = self.as_nodes_see(workload_cwd(run))
@@ -327,14 +330,17 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
                  and self.container_id(status) not in self._containers]
         if not fresh:
             return
-        docker_client = importlib.import_module("docker").from_env() if self.local else None
+        clients: dict[str, Any] = {}  # a docker client per Kubernetes node (each further node has its own daemon)
         try:
             for pod, status in fresh:
                 cid = self.container_id(status)
                 node = (pod.metadata.labels or {}).get("chaos/node", "?")
                 pid = None
-                if docker_client is not None:  # the host's PID namespace: the container's processes are the run's
-                    pid = self._container_pid(docker_client, cid)
+                if self.local:  # the host's PID namespace: the container's processes are the run's
+                    where = pod.spec.node_name or ""
+                    if where not in clients:
+                        clients[where] = self.cluster.docker(where)
+                    pid = self._container_pid(clients[where], cid)
                     if pid <= 0:
                         continue
                     run.tree.add_root(node, pid)
@@ -342,7 +348,7 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
                 run.log("kube_container", node=node, pod=pod.metadata.name, container=cid[:12], pid=pid,
                         restart_count=status.restart_count, pod_uid=pod.metadata.uid, k8s_node=pod.spec.node_name)
         finally:
-            if docker_client is not None:
+            for docker_client in clients.values():
                 docker_client.close()
 
     def _starting(self, run: RunContext, pods: list[Any], now: float) -> None:

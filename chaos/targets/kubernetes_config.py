@@ -26,6 +26,11 @@ class KubernetesConfig(TargetConfig):
     Jobs (labelled chaos/run) in ``namespace`` and reaches the ranks through the API (exec), never a host."""
     nodes: int = Field(default=2, ge=1, le=8)
     """Nodes of the job: one Job (one pod, one torchrun agent) each."""
+    cluster_nodes: int = Field(default=1, ge=1, le=4)
+    """local: the cluster's Kubernetes nodes. 1: one kubelet on the host's docker daemon runs every pod. More: each
+    further node is a kubelet with a docker daemon of its own (chaos/kube/nodes.py), so the pods of a drained or
+    NotReady node can be rescheduled on another; job node k's pod prefers Kubernetes node k mod cluster_nodes (a
+    preferred node affinity: a replacement goes wherever the scheduler finds room)."""
     restart_policy: Literal["Never", "OnFailure"] = "Never"
     """The pod template's restartPolicy. Never: a failed or deleted pod is replaced by the Job controller with a
     new pod. OnFailure: the kubelet restarts a failed container in place (RESTARTS goes up)."""
@@ -66,6 +71,8 @@ class KubernetesConfig(TargetConfig):
 
     @model_validator(mode="after")
     def _fields_of_the_mode(self) -> "KubernetesConfig":
+        if self.cluster == "existing" and "cluster_nodes" in self.model_fields_set:
+            raise ValueError("cluster_nodes only applies to cluster: local (an existing cluster has the nodes it has)")
         if self.cluster == "local":
             given = sorted(f for f in EXISTING_ONLY if f in self.model_fields_set)
             if given:

@@ -3,6 +3,7 @@ teardown (the ledger) leaves no daemon, container, mount, cgroup or log behind."
 
 from __future__ import annotations
 
+import os
 import random
 import secrets
 import subprocess
@@ -26,6 +27,11 @@ def leftovers(namespace: str, roots: list[Path], pids: list[int]) -> list[str]:
     import psutil
 
     found = [f"pid {p} alive" for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    # A further node's daemon's shims and containers name its exec root (under the kubelet root) in their arguments.
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if proc.info["status"] != "zombie" and any(str(root) in cmd for root in roots[1:]):
+            found.append(f"process {proc.pid} {cmd[:120]}")
     found += [f"container {c}" for c in subprocess.run(
         ["docker", "ps", "-aq", "--filter", f"label=io.kubernetes.pod.namespace={namespace}"],
         capture_output=True, text=True).stdout.split()]
@@ -93,3 +99,77 @@ def test_a_pod_runs_the_hosts_torch_and_the_teardown_leaves_nothing(cluster, tmp
     import torch
 
     assert (out / "seen").read_text() == f"{torch.__version__} {cluster.node}"  # the host's torch, the host's network
+
+
+# A child that brings up a two-node cluster, runs a pod on the second node (its own docker daemon), says where
+# everything is and waits to be killed: the harness SIGKILLed mid-run.
+OWNER = r"""
+import json, random, sys, time
+from pathlib import Path
+from chaos.kube.minicluster import PAUSE_IMAGE, KubeCluster
+from chaos.runtime.context import HarnessLog, RunContext
+from chaos.runtime.ledger import Ledger
+from chaos.runtime.shell import Shell
+
+tmp = Path(sys.argv[1])
+log = HarnessLog(tmp / "harness.jsonl")
+run = RunContext(experiment=None, run_dir=tmp, ckpt_dir=tmp, ledger=Ledger(tmp), shell=Shell(log), log=log,
+                 rng=random.Random(0))
+kube = KubeCluster(run, tmp / "kube", namespace=sys.argv[2], node_count=2)
+kube.start()
+second = kube.extra[0]
+client = second.docker()
+kube.core().create_namespaced_pod(kube.namespace, {"metadata": {"name": "sleeper"}, "spec": {
+    "nodeName": second.name, "hostNetwork": True, "automountServiceAccountToken": False,
+    "containers": [{"name": "s", "image": PAUSE_IMAGE, "imagePullPolicy": "Never"}]}})
+deadline = time.monotonic() + 90
+while kube.core().read_namespaced_pod("sleeper", kube.namespace).status.phase != "Running":
+    assert time.monotonic() < deadline, "the pod on the second node did not start"
+    time.sleep(0.5)
+ids = [c.id for c in client.containers.list(filters={"label": f"io.kubernetes.pod.namespace={kube.namespace}"})]
+print(json.dumps({"pids": list(kube.pids.values()), "roots": [str(kube.root), str(kube.kubelet_root)],
+                  "nodes": kube.node_names, "on_second": ids, "docker": second.docker_url}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_second_node_has_its_own_docker_daemon_and_a_sigkilled_owner_leaves_nothing_cleanup_cannot_remove(
+        tmp_path: Path) -> None:
+    """Two kubelets on one docker daemon remove each other's pods, so the second node runs its own daemon: its pod's
+    container is there and not in the host's. A harness SIGKILLed with both nodes up leaves the daemons, the pod and
+    the mounts running; ``chaos cleanup`` of the run (its ledger) removes every one of them."""
+    import json
+    import signal
+
+    import psutil
+
+    namespace = f"chaos-test-{secrets.token_hex(4)}"
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path), namespace], stdout=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    try:
+        line = owner.stdout.readline()
+        assert line, f"the cluster's owner exited {owner.wait()} before its cluster was up"
+        seen = json.loads(line)
+        assert seen["nodes"][1] == f"{seen['nodes'][0]}-n1"
+        assert seen["on_second"], "the pod on the second node has no container in that node's docker daemon"
+        host = subprocess.run(["docker", "ps", "-q", "--no-trunc", "--filter",
+                               f"label=io.kubernetes.pod.namespace={namespace}"], capture_output=True, text=True)
+        assert not set(seen["on_second"]) & set(host.stdout.split()), "the second node's pod ran in the host's daemon"
+        dockerd = [p for p in psutil.process_iter(["cmdline"]) if f"--host={seen['docker']}" in (p.info["cmdline"] or [])]
+        assert dockerd, "the second node's docker daemon is not running"
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+        assert all(p.is_running() for p in dockerd), "the daemon died with its owner: nothing left to prove cleanup on"
+        res = subprocess.run([sys.executable, "-m", "chaos", "cleanup", str(tmp_path)], capture_output=True, text=True,
+                             timeout=300)
+        assert res.returncode == 0, res.stdout + res.stderr
+        left = leftovers(namespace, [Path(r) for r in seen["roots"]], seen["pids"] + [p.pid for p in dockerd])
+        assert left == [], left
+        cgroups = list(Path("/sys/fs/cgroup").glob(f"*/n1-{Path(seen['roots'][1]).name}"))
+        assert cgroups == [], f"the second node's containers' cgroups are left: {cgroups}"
+    finally:
+        if owner.poll() is None:
+            os.killpg(owner.pid, signal.SIGKILL)
+            owner.wait()
+        if not Ledger(tmp_path).closed:
+            Ledger(tmp_path).revert(Shell(HarnessLog(tmp_path / "cleanup.jsonl")))

@@ -53,7 +53,8 @@ def test_a_deleted_pod_replaced_by_a_new_one_passes_with_how_and_how_long() -> N
     assert r.verdict == "pass", r.reason
     assert r.figures["pod-delete#0"]["nodes"]["node1"] == {"how": "a new pod", "back_s": 6.0, "pod": "j-n1-b",
                                                            "restart_count": 0, "job_failed": None,
-                                                           "backoff_limit": None}
+                                                           "backoff_limit": None, "k8s_node": None,
+                                                           "struck_k8s_node": None}
 
 
 def job(t: float, node: str, failed: int, gave_up: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -255,6 +256,7 @@ def test_a_drained_pods_replacement_on_another_node_counts_at_once_and_on_the_dr
                     details={"node": "a", "evicted": ["j-n1-a"], "cordoned_s": 50})
     r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2", k8s_node="b")], f)
     assert r.verdict == "pass" and r.figures["node-drain#0"]["nodes"]["node1"]["back_s"] == 4.0, r.reason
+    assert "node1 a new pod on b 4.0 s after it" in r.reason, r.reason  # where it went, said
     r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2", k8s_node="a")], f)
     assert r.verdict == "fail" and "never ran again" in r.reason, r.reason
     r = judge(base + [seen(14.0, "node1", "j-n1-b", "u2")], f)  # where it ran unknown: the uncordon bounds it

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from chaos.errors import CapabilityError
-from chaos.kube.template import load_template, pod_template
+from chaos.kube.template import load_template, pod_template, prefer
 
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x", "labels": {"team": "a"}},
        "spec": {"nodeSelector": {"gpu": "h100"}, "containers": [
@@ -99,3 +99,16 @@ def test_the_pods_toleration_of_a_node_gone_is_the_runs_when_it_sets_one(tmp_pat
     assert tolerations[:2] == [gpu, schedule] and len(tolerations) == 4, "a NoSchedule toleration is not replaced"
     assert {(t["key"], t["effect"], t["tolerationSeconds"]) for t in tolerations[2:]} == {
         ("node.kubernetes.io/not-ready", "NoExecute", 0), ("node.kubernetes.io/unreachable", "NoExecute", 0)}
+
+
+def test_a_preferred_node_is_asked_for_not_required(tmp_path: Path) -> None:
+    """On a cluster of several nodes each job node's pod prefers its own Kubernetes node; a replacement of an evicted
+    pod must still be free to go elsewhere, so the affinity is preferred, never required, and the user's stays."""
+    mine = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}
+    pod = {"spec": {"affinity": {"nodeAffinity": dict(mine)}, "containers": [{"name": "agent"}]}}
+    prefer(pod, "vm-n1")
+    affinity = pod["spec"]["affinity"]["nodeAffinity"]
+    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"] == mine["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert affinity["preferredDuringSchedulingIgnoredDuringExecution"] == [{"weight": 100, "preference": {
+        "matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["vm-n1"]}]}}]

@@ -56,6 +56,27 @@ def test_workers_are_the_descendants_with_a_torchelastic_rank(agent) -> None:
     assert [w.rank for w in tree.workers()] == [1 - victim.rank]
 
 
+def test_a_nodes_earlier_root_stays_while_it_runs(agent) -> None:
+    """A pod evicted from an unreachable node trains on beside its replacement: both agents are the node's. A second
+    root must not hide the first one's workers (they would be reported gone while they train), a dead root goes,
+    and the same process added again is one root."""
+    tree = ProcessTree()
+    tree.add_root("node1", agent.pid)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        tree.add_root("node1", other.pid)
+        assert sorted(w.rank for w in tree.workers()) == [0, 1]  # the first agent's workers are still seen
+        tree.add_root("node1", other.pid)
+        assert [r.pid for r in tree.roots["node1"]] == [agent.pid, other.pid]
+        agent.kill()  # the agent alone: its workers are the fixture's to end
+        agent.wait()
+        tree.add_root("node1", other.pid)
+        assert [r.pid for r in tree.roots["node1"]] == [other.pid]
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_young_process_without_a_rank_is_looked_at_again(monkeypatch) -> None:
     """Between fork and exec a worker still has its parent's environment: that must not stick."""
     tree = ProcessTree()

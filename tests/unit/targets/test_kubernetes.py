@@ -53,3 +53,15 @@ def test_a_pod_delete_of_a_node_the_job_does_not_have_is_refused_before_launch()
     PodDelete(PodDeleteConfig(node=1), 0).check(run)
     with pytest.raises(CapabilityError, match="node 2 does not exist"):
         PodDelete(PodDeleteConfig(node=2), 0).check(run)
+
+
+def test_further_cluster_nodes_are_the_local_clusters_alone() -> None:
+    from pydantic import ValidationError
+
+    assert KubernetesConfig().cluster_nodes == 1
+    assert KubernetesConfig(cluster_nodes=3).cluster_nodes == 3
+    with pytest.raises(ValidationError, match="cluster_nodes only applies to cluster: local"):
+        KubernetesConfig(cluster="existing", cluster_nodes=2, namespace="n", pod_template="p.yaml", shared_dir="/s",
+                         rdzv_host="h")
+    with pytest.raises(ValidationError):
+        KubernetesConfig(cluster_nodes=0)

@@ -1,0 +1,136 @@
+"""The local cluster's further nodes: each a kubelet with a docker daemon of its own.
+
+Two kubelets on one docker daemon remove each other's pod containers (each takes the other's for its own orphans),
+so a second Kubernetes node on this host needs a second daemon: ``dockerd`` with its own data root, exec root
+(its own managed containerd), socket and config, and no bridge, iptables or NAT (the pods are on the host's
+network, as the first node's are). Its kubelet has its own dockershim socket and checkpoints, root and ports, and
+no per-QoS cgroups: the first kubelet's cleanup of pod cgroups it does not know would kill this node's pods, so
+this node's containers stay in the daemon's own cgroups and are not limited by the node's allocatable.
+
+The images the pods need (the sandbox's and the host-userland image) are imported into each daemon from this
+host, as for the first. Each daemon's kill, and the removal of its containers before it (the kubelet stopped
+first, so nothing restarts them), is in the ledger before it starts; what the daemon mounted lies under the
+cluster's kubelet root, which the cluster's own teardown unmounts and removes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from chaos.errors import HarnessError
+from chaos.runtime.hostimage import ensure_host_image
+from chaos.runtime.undo import Command
+
+DOCKER_WAIT_S = 60.0
+"""How long a further node's docker daemon may take to answer (about 2 s on the 2-core box)."""
+
+
+@dataclass(frozen=True)
+class ExtraNode:
+    """Kubernetes node ``index`` (1, 2, ...) of the local cluster, everything it owns under ``home``."""
+
+    index: int
+    name: str
+    home: Path
+    kubelet_port: int
+    healthz_port: int
+
+    @property
+    def cgroup(self) -> str:
+        """The cgroup (in every hierarchy) the node's containers go under: its own, so what is left is found."""
+        return f"{self.home.name}-{self.home.parent.name}"
+
+    @property
+    def docker_url(self) -> str:
+        return f"unix://{self.home / 'docker.sock'}"
+
+    def dockerd_argv(self) -> list[str]:
+        h = self.home
+        return ["dockerd", f"--data-root={h / 'docker'}", f"--exec-root={h / 'exec'}", f"--pidfile={h / 'docker.pid'}",
+                f"--host={self.docker_url}", f"--config-file={h / 'daemon.json'}", f"--cgroup-parent=/{self.cgroup}",
+                # The host's network is not this daemon's to change: no bridge, no NAT, no iptables rules.
+                "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false"]
+
+    def kubelet_extra(self) -> list[str]:
+        h = self.home
+        shim = f"unix://{h / 'dockershim.sock'}"
+        return [f"--docker-endpoint={self.docker_url}", f"--container-runtime-endpoint={shim}",
+                f"--image-service-endpoint={shim}", f"--experimental-dockershim-root-directory={h / 'dockershim'}",
+                "--cgroups-per-qos=false", "--enforce-node-allocatable="]
+
+    def docker(self) -> Any:
+        """A docker SDK client on this node's daemon."""
+        import docker
+
+        return docker.DockerClient(base_url=self.docker_url, timeout=30)
+
+
+def plan_extra(cluster: Any, count: int, pick: Callable[[], Any]) -> list[ExtraNode]:
+    """Kubernetes nodes 1 .. count-1 of ``cluster`` (a KubeCluster), with ports from ``pick`` (Ports.pick)."""
+    out: list[ExtraNode] = []
+    taken = set(vars(cluster.ports).values())
+    while len(out) < count - 1:
+        p = pick()  # each pick's ports are distinct; across picks (and the first node's) they are made so
+        if {p.kubelet, p.kubelet_healthz} & taken:
+            continue
+        taken |= {p.kubelet, p.kubelet_healthz}
+        i = len(out) + 1
+        out.append(ExtraNode(i, f"{cluster.node}-n{i}", cluster.kubelet_root / f"n{i}", p.kubelet, p.kubelet_healthz))
+    return out
+
+
+def start_docker(cluster: Any, node: ExtraNode) -> subprocess.Popen:
+    """Start the node's docker daemon; the removal of its containers is in the ledger before its kubelet starts."""
+    node.home.mkdir(parents=True, exist_ok=True)
+    (node.home / "daemon.json").write_text("{}\n")  # not the host's /etc/docker/daemon.json
+    # Undone last: the containers' cgroups, once they are gone (rmdir refuses one with tasks).
+    cg = shlex.quote(node.cgroup)
+    cluster.run.ledger.push("target", Command(
+        ["sh", "-c", f"for d in /sys/fs/cgroup/*/{cg}; do [ -d \"$d\" ] && find \"$d\" -depth -type d -exec rmdir {{}} + "
+                     f"2>/dev/null; done; true"],
+        only_if=["sh", "-c", f"ls -d /sys/fs/cgroup/*/{cg} >/dev/null 2>&1"]))
+    proc = cluster._spawn(f"dockerd-{node.index}", node.dockerd_argv())
+    url = shlex.quote(node.docker_url)
+    # Undone before the daemon's kill (the ledger runs in reverse) and after the kubelet's: a daemon killed with
+    # containers running would leave their shims and processes behind.
+    cluster.run.ledger.push("target", Command(
+        ["sh", "-c", f"docker -H {url} ps -aq | xargs -r docker -H {url} rm -f >/dev/null"],
+        only_if=["sh", "-c", f"docker -H {url} ps -aq 2>/dev/null | grep -q ."]))
+    return proc
+
+
+def ready_docker(cluster: Any, node: ExtraNode, proc: subprocess.Popen, pause_tar: bytes,
+                 pause_image: str) -> None:
+    """Wait for the node's daemon to answer, then import the sandbox and host-userland images into it."""
+    import docker
+
+    deadline = time.monotonic() + DOCKER_WAIT_S
+    while True:
+        try:
+            client = node.docker()
+            client.ping()
+            break
+        except docker.errors.DockerException:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                why = f"exited {proc.returncode}" if proc.poll() is not None else f"no answer in {DOCKER_WAIT_S:g} s"
+                raise HarnessError(f"node {node.name}'s docker daemon ({node.docker_url}) {why}. Log: "
+                                   f"{cluster.logs / f'dockerd-{node.index}.log'}") from None
+            time.sleep(0.25)
+    try:
+        repo, tag = pause_image.split(":")
+        client.api.import_image_from_data(pause_tar, repository=repo, tag=tag, changes=['ENTRYPOINT ["/pause"]'])
+        ref, _ = ensure_host_image(client)
+        cluster.run.log("docker_image", image=pause_image, also=ref, daemon=node.docker_url)
+    finally:
+        client.close()
+
+
+def describe(nodes: list[ExtraNode]) -> list[str]:
+    return [f"kube: node {n.name}: dockerd {json.dumps(n.docker_url)} (own data root, no bridge/iptables) and its "
+            f"kubelet on port {n.kubelet_port}" for n in nodes]
