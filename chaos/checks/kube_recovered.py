@@ -59,7 +59,7 @@ class KubeRecovered(Check, kind="kube_recovered"):
                 return self.inconclusive(f"{label}: {figs['inconclusive']}", **figures)
         parts = [f"{label}: " + _outage_said(figs) + "; ".join(
             f"{n} {w['how']}: still training {w['back_s']:.1f} s after it, the kubelet back" if w["how"].startswith("rode")
-            else f"{n} {w['how']}{_elsewhere(w)} {w['back_s']:.1f} s after it{_backoff(w)}"
+            else f"{n} {w['how']}{_elsewhere(w)} {w['back_s']:.1f} s after it{_joined(w)}{_backoff(w)}"
             for n, w in figs["nodes"].items())
                  for label, figs in figures.items()]
         return self.passed("; ".join(parts), **figures)
@@ -159,6 +159,11 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if how != expected:
                 return (f"{node} came back as {how}, but {fault.kind} under restartPolicy {policies.get(node)} "
                         f"should be {expected}"), figs
+            if fault.kind == "node-notready" and release is not None and back.t < release \
+                    and back.get("k8s_node") not in (None, details.get("node")):
+                problem = _beside(h, node, t0, back, figs)
+                if problem or figs.get("inconclusive"):
+                    return problem, figs
             since_t = start if back.get("k8s_node") in (None, details.get("node")) else t0
             waited = back.t - since_t
             if waited > self.config.max_s:
@@ -235,6 +240,35 @@ def _outage_said(figs: dict[str, Any]) -> str:
                                                                    ("ready_again_s", "Ready again"))
             if isinstance(figs.get(key), (int, float))]
     return f"the node went {' and '.join(said)} (the cluster's Events); " if said else ""
+
+
+def _beside(h: Any, node: str, t0: float, back: Any, figs: dict[str, Any]) -> str | None:
+    """A replacement that started on another node while the evicted pod's containers still ran (their kubelet
+    stopped: nothing could end them) is not yet the node back: its agent waits as a spare in the rendezvous until
+    the evicted pod ends, and a job that ends first never used it. The node is back when workers of a later
+    launch than the evicted pod's (``worker_spawn``'s ``launch``) start after the replacement did."""
+    spawns = [r for r in h.of("worker_spawn") if r.get("source") == "harness" and r.get("node") == node]
+    before = [r.get("launch") for r in spawns if r.t <= t0]
+    struck = before[-1] if before else None
+    if not isinstance(struck, int) or isinstance(struck, bool):
+        figs["inconclusive"] = (f"{node}'s replacement started on {back.get('k8s_node')} while the evicted pod ran on, "
+                                f"and no launch number says which container {node}'s workers before the fault were "
+                                f"in: whether the replacement ever trained is unknown")
+        return None
+    later = [r for r in spawns if r.t >= back.t and isinstance(r.get("launch"), int)
+             and not isinstance(r.get("launch"), bool) and r["launch"] > struck]
+    if not later:
+        return (f"{node}'s replacement pod started on {back.get('k8s_node')} {back.t - t0:.1f} s after it, beside the "
+                f"evicted pod (its kubelet stopped), and never started workers: a spare while the evicted pod "
+                f"trained on")
+    figs["nodes"][node]["trained_s"] = round(later[0].t - t0, 3)
+    return None
+
+
+def _joined(figs: dict[str, Any]) -> str:
+    """When a replacement that ran beside its evicted pod started training."""
+    t = figs.get("trained_s")
+    return f", its workers from {t:.1f} s after it" if isinstance(t, (int, float)) else ""
 
 
 def _elsewhere(figs: dict[str, Any]) -> str:

@@ -307,7 +307,8 @@ class Health(Record):
 
 
 class WorkerSpawn(Record):
-    """The harness saw a rank's process appear (``worker_pid``, ``generation``: its round of workers)."""
+    """The harness saw a rank's process appear (``worker_pid``, ``generation``: its round of workers; ``launch``:
+    the CHAOS_LAUNCH of its environment, which container or launch of its node started it, None without one)."""
 
     __slots__ = ()
     KIND = "worker_spawn"

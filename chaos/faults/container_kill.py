@@ -54,7 +54,11 @@ class ContainerKill(KubeNodeFault, kind="container-kill"):
         if target.local:
             import docker
 
-            client = target.cluster.docker(pod.spec.node_name)  # the daemon of the pod's Kubernetes node
+            try:
+                client = target.cluster.docker(pod.spec.node_name)  # the daemon of the pod's Kubernetes node
+            except docker.errors.DockerException as exc:
+                raise FaultError(f"{self.label}: the docker daemon of node {pod.spec.node_name} does not answer: "
+                                 f"{exc}") from None
             try:
                 client.api.kill(cid, signal=c.signal)
             except docker.errors.APIError as exc:

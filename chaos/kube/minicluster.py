@@ -43,6 +43,7 @@ LOCK = Path("/run/chaos-kube.lock") if os.access("/run", os.W_OK) else Path("/tm
 PAUSE_IMAGE = "chaos-kube-pause:3.4"
 """The pod sandbox image, imported from the build's static pause binary (no registry)."""
 SERVICE_RANGE = "10.96.0.0/12"
+HOST_KUBELET_DIR = Path("/var/lib/kubelet")
 LOCK_WAIT_S = 900.0
 """How long a run waits for another run's cluster on this host to go (tests under pytest -n queue here)."""
 NODE_GRACE_S = 20
@@ -181,6 +182,7 @@ class KubeCluster:
 
     def kubelet_argv(self, node: str, port: int, healthz: int, home: Path, extra: list[str] = []) -> list[str]:
         assert self.bin is not None
+        shim = f"unix://{home / 'dockershim.sock'}"  # not /var/run/dockershim.sock and /var/lib/dockershim: the host's
         return [str(self.bin / "kubelet"), f"--kubeconfig={self.kubeconfig}", "--container-runtime=docker",
                 f"--pod-infra-container-image={PAUSE_IMAGE}", "--cgroup-driver=cgroupfs", "--fail-swap-on=false",
                 f"--hostname-override={node}", "--node-ip=127.0.0.1", "--address=127.0.0.1",
@@ -190,7 +192,9 @@ class KubeCluster:
                 "--make-iptables-util-chains=false", "--hairpin-mode=none", "--image-gc-high-threshold=100",
                 "--image-gc-low-threshold=99", "--eviction-hard=memory.available<100Mi", "--cluster-dns=",
                 "--oom-score-adj=0", f"--root-dir={home / 'root'}", f"--cert-dir={home / 'pki'}",
-                "--sync-frequency=5s", "--node-status-update-frequency=2s", *extra]
+                "--sync-frequency=5s", "--node-status-update-frequency=2s", f"--container-runtime-endpoint={shim}",
+                f"--image-service-endpoint={shim}", f"--experimental-dockershim-root-directory={home / 'dockershim'}",
+                *extra]
 
     @property
     def node_names(self) -> list[str]:
@@ -255,6 +259,11 @@ class KubeCluster:
         ns, root = self.namespace, str(self.kubelet_root)
         push = self.run.ledger.push
         push("target", Command(["rm", "-rf", "--one-file-system", root], only_if=["test", "-d", root]))
+        if not HOST_KUBELET_DIR.exists():
+            # Kubernetes 1.20's device manager keeps its socket (and a DEPRECATION note) in device-plugins/ here,
+            # whatever the kubelet's root: the run made the folder, so it goes whole.
+            push("target", Command(["rm", "-rf", "--one-file-system", str(HOST_KUBELET_DIR)],
+                                   only_if=["test", "-d", str(HOST_KUBELET_DIR)]))
         # The log folders themselves go too when the run's pods were all they held (the kubelet made them).
         push("target", Command(sh(f"rm -rf /var/log/pods/{ns}_* /var/log/containers/*_{ns}_*; "
                                   f"rmdir /var/log/pods /var/log/containers 2>/dev/null; true"),

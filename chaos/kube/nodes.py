@@ -50,22 +50,46 @@ class ExtraNode:
     def docker_url(self) -> str:
         return f"unix://{self.home / 'docker.sock'}"
 
+    @property
+    def containerd_sock(self) -> Path:
+        return self.home / "containerd.sock"
+
+    def containerd_argv(self) -> list[str]:
+        return ["containerd", f"--config={self.home / 'containerd.toml'}"]
+
+    def containerd_config(self) -> str:
+        """The node's own containerd (dockerd's \"managed\" one would be the host's system containerd wherever
+        /run/containerd/containerd.sock exists: the node's containers would live among the host's)."""
+        h = self.home
+        return (f'version = 2\nroot = "{h / "containerd"}"\nstate = "{h / "exec" / "containerd"}"\n'
+                f'disabled_plugins = ["io.containerd.grpc.v1.cri"]\noom_score = 0\n'
+                f'[grpc]\n  address = "{self.containerd_sock}"\n[ttrpc]\n  address = ""\n[debug]\n  address = ""\n')
+
     def dockerd_argv(self) -> list[str]:
         h = self.home
         return ["dockerd", f"--data-root={h / 'docker'}", f"--exec-root={h / 'exec'}", f"--pidfile={h / 'docker.pid'}",
                 f"--host={self.docker_url}", f"--config-file={h / 'daemon.json'}", f"--cgroup-parent=/{self.cgroup}",
+                f"--containerd={self.containerd_sock}",
                 # The host's network is not this daemon's to change: no bridge, no NAT, no iptables rules.
                 "--bridge=none", "--iptables=false", "--ip-masq=false", "--ip-forward=false"]
 
+    def leftovers_script(self) -> tuple[str, str]:
+        """(kill, probe): what is left of the node's containers once its daemons are gone (a daemon that died, or
+        was killed with containers running): every process in its cgroups, then the shims serving them (their
+        arguments name the node's containerd socket); the probe finds either."""
+        # "[/]run/...": the pattern matches the shims' arguments but not this shell's own, which holds the pattern.
+        path = str(self.containerd_sock)
+        cg, sock = shlex.quote(self.cgroup), shlex.quote(f"[{path[0]}]{path[1:]}")
+        procs = f"cat /sys/fs/cgroup/*/{cg}/cgroup.procs /sys/fs/cgroup/*/{cg}/*/cgroup.procs 2>/dev/null"
+        kill = f"{procs} | sort -u | xargs -r kill -KILL 2>/dev/null; pkill -KILL -f -- {sock} ; true"
+        probe = f"{procs} | grep -q . || pgrep -f -- {sock} >/dev/null"
+        return kill, probe
+
     def kubelet_extra(self) -> list[str]:
-        h = self.home
-        shim = f"unix://{h / 'dockershim.sock'}"
-        return [f"--docker-endpoint={self.docker_url}", f"--container-runtime-endpoint={shim}",
-                f"--image-service-endpoint={shim}", f"--experimental-dockershim-root-directory={h / 'dockershim'}",
-                "--cgroups-per-qos=false", "--enforce-node-allocatable="]
+        return [f"--docker-endpoint={self.docker_url}", "--cgroups-per-qos=false", "--enforce-node-allocatable="]
 
     def docker(self) -> Any:
-        """A docker SDK client on this node's daemon."""
+        """A docker SDK client on this node's daemon (it asks the daemon at once: DockerException if it is gone)."""
         import docker
 
         return docker.DockerClient(base_url=self.docker_url, timeout=30)
@@ -86,19 +110,27 @@ def plan_extra(cluster: Any, count: int, pick: Callable[[], Any]) -> list[ExtraN
 
 
 def start_docker(cluster: Any, node: ExtraNode) -> subprocess.Popen:
-    """Start the node's docker daemon; the removal of its containers is in the ledger before its kubelet starts."""
+    """Start the node's containerd and docker daemon; the removal of its containers is in the ledger before its
+    kubelet starts."""
     node.home.mkdir(parents=True, exist_ok=True)
-    (node.home / "daemon.json").write_text("{}\n")  # not the host's /etc/docker/daemon.json
+    # Not the host's /etc/docker/daemon.json. Its data root is under /run, often a tmpfs: the pods write to their
+    # hostPath volumes and their output to the run directory, and a container's log is kept small.
+    (node.home / "daemon.json").write_text(json.dumps(
+        {"log-driver": "json-file", "log-opts": {"max-size": "10m", "max-file": "2"}}) + "\n")
+    (node.home / "containerd.toml").write_text(node.containerd_config())
     # Undone last: the containers' cgroups, once they are gone (rmdir refuses one with tasks).
     cg = shlex.quote(node.cgroup)
     cluster.run.ledger.push("target", Command(
         ["sh", "-c", f"for d in /sys/fs/cgroup/*/{cg}; do [ -d \"$d\" ] && find \"$d\" -depth -type d -exec rmdir {{}} + "
                      f"2>/dev/null; done; true"],
         only_if=["sh", "-c", f"ls -d /sys/fs/cgroup/*/{cg} >/dev/null 2>&1"]))
+    kill, probe = node.leftovers_script()
+    cluster.run.ledger.push("target", Command(["sh", "-c", kill], only_if=["sh", "-c", probe]))
+    cluster._spawn(f"containerd-{node.index}", node.containerd_argv())
     proc = cluster._spawn(f"dockerd-{node.index}", node.dockerd_argv())
     url = shlex.quote(node.docker_url)
-    # Undone before the daemon's kill (the ledger runs in reverse) and after the kubelet's: a daemon killed with
-    # containers running would leave their shims and processes behind.
+    # Undone before the daemon's kill (the ledger runs in reverse) and after the kubelet's (nothing restarts them):
+    # the daemon removes them whole; what a dead daemon cannot remove, the kill above ends.
     cluster.run.ledger.push("target", Command(
         ["sh", "-c", f"docker -H {url} ps -aq | xargs -r docker -H {url} rm -f >/dev/null"],
         only_if=["sh", "-c", f"docker -H {url} ps -aq 2>/dev/null | grep -q ."]))

@@ -385,7 +385,7 @@ class Runner:
                 progress.spawn(labels[w.generation], self.clock.mono() - self._t0,
                                ((m.node, m.rank) for m, _ in self._round_members[w.generation]))
                 run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,
-                        generation=w.generation, **({"independent": True} if independent else {}))
+                        generation=w.generation, launch=w.launch, **({"independent": True} if independent else {}))
         for key, w in known.items():
             if key not in current:
                 run.log("worker_exit", worker_pid=w.pid, rank=w.rank, node=w.node,

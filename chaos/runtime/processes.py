@@ -91,7 +91,7 @@ class ProcessTree:
         evicted from an unreachable node runs on (nothing can stop it until that node's kubelet is back) beside its
         replacement, and both are the node's; dropping the first would report its workers gone while they train."""
         new = psutil.Process(pid)
-        live = [r for r in self.roots.get(node, []) if r.is_running() and r != new]  # psutil: same pid and start
+        live = [r for r in self.roots.get(node, []) if not exited(r) and r != new]  # psutil: same pid and start
         self.roots[node] = live + [new]
 
     def _descendants(self, root: psutil.Process) -> list[psutil.Process]:

@@ -339,7 +339,11 @@ class Kubernetes(ClusterModes, RanksByExec, Target, kind="kubernetes"):
                 if self.local:  # the host's PID namespace: the container's processes are the run's
                     where = pod.spec.node_name or ""
                     if where not in clients:
-                        clients[where] = self.cluster.docker(where)
+                        try:
+                            clients[where] = self.cluster.docker(where)
+                        except importlib.import_module("docker").errors.DockerException as exc:
+                            run.log("kube_read_error", error=f"node {where}'s docker daemon: {exc}"[:300])
+                            continue  # read again at the next poll
                     pid = self._container_pid(clients[where], cid)
                     if pid <= 0:
                         continue

@@ -42,6 +42,14 @@ def leftovers(namespace: str, roots: list[Path], pids: list[int]) -> list[str]:
     return found
 
 
+HOST_PATHS = (Path("/var/run/dockershim.sock"), Path("/var/lib/dockershim"), Path("/var/lib/kubelet"))
+"""What a kubelet makes on the host by default: the run's cluster must leave each as it found it."""
+
+
+def host_paths() -> dict[str, bool]:
+    return {str(p): p.exists() for p in HOST_PATHS}
+
+
 @pytest.fixture
 def cluster(tmp_path: Path):
     from chaos.kube.minicluster import KubeCluster
@@ -50,6 +58,7 @@ def cluster(tmp_path: Path):
     run = RunContext(experiment=None, run_dir=tmp_path, ckpt_dir=tmp_path, ledger=Ledger(tmp_path),  # type: ignore[arg-type]
                      shell=Shell(log), log=log, rng=random.Random(0))
     kube = KubeCluster(run, tmp_path / "kube", namespace=f"chaos-test-{secrets.token_hex(4)}")
+    before = host_paths()
     try:
         kube.start()
         yield kube
@@ -58,6 +67,7 @@ def cluster(tmp_path: Path):
         kube.release_lock()
         assert not failures
         assert leftovers(kube.namespace, [kube.root, kube.kubelet_root], list(kube.pids.values())) == []
+        assert host_paths() == before
 
 
 def test_a_pod_runs_the_hosts_torch_and_the_teardown_leaves_nothing(cluster, tmp_path: Path) -> None:
@@ -144,6 +154,7 @@ def test_a_second_node_has_its_own_docker_daemon_and_a_sigkilled_owner_leaves_no
     import psutil
 
     namespace = f"chaos-test-{secrets.token_hex(4)}"
+    before = host_paths()
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(tmp_path), namespace], stdout=subprocess.PIPE,
                              text=True, start_new_session=True)
     try:
@@ -160,6 +171,17 @@ def test_a_second_node_has_its_own_docker_daemon_and_a_sigkilled_owner_leaves_no
         owner.send_signal(signal.SIGKILL)
         owner.wait(timeout=30)
         assert all(p.is_running() for p in dockerd), "the daemon died with its owner: nothing left to prove cleanup on"
+        # The worst case: the node's docker daemon and containerd die too (crashed, OOM-killed). Its pod's processes
+        # run on under their shims, and no daemon is left to remove them.
+        home = seen["docker"].removeprefix("unix://").rsplit("/", 1)[0]
+        daemons = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[0] in (
+            "dockerd", "containerd") and any(home in a for a in p.info["cmdline"])]
+        assert len(daemons) == 2, daemons
+        for p in daemons:
+            p.kill()
+        psutil.wait_procs(daemons, timeout=10)
+        shims = [p for p in psutil.process_iter(["cmdline"]) if any(home in a for a in p.info["cmdline"] or [])]
+        assert shims, "the pod's shims died with the daemons: nothing left to prove cleanup on"
         res = subprocess.run([sys.executable, "-m", "chaos", "cleanup", str(tmp_path)], capture_output=True, text=True,
                              timeout=300)
         assert res.returncode == 0, res.stdout + res.stderr
@@ -167,6 +189,7 @@ def test_a_second_node_has_its_own_docker_daemon_and_a_sigkilled_owner_leaves_no
         assert left == [], left
         cgroups = list(Path("/sys/fs/cgroup").glob(f"*/n1-{Path(seen['roots'][1]).name}"))
         assert cgroups == [], f"the second node's containers' cgroups are left: {cgroups}"
+        assert host_paths() == before
     finally:
         if owner.poll() is None:
             os.killpg(owner.pid, signal.SIGKILL)

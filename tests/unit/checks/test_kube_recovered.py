@@ -351,3 +351,40 @@ def test_riding_it_out_needs_the_cluster_to_have_seen_the_outage() -> None:
     # A listing that failed is no "nothing evicted".
     r = judge(base + [evicted(None)] + trained, notready())
     assert r.verdict == "inconclusive" and "malformed" in r.reason, r.reason
+
+
+def spawn(t: float, node: str, launch: Any) -> dict[str, Any]:
+    return {"ev": "worker_spawn", "t": t, "source": "harness", "worker_pid": 700 + int(t), "rank": int(node[-1]),
+            "node": node, "attempt": f"{launch}.0", "generation": 1, "launch": launch}
+
+
+def test_a_replacement_beside_its_still_running_evicted_pod_is_back_only_when_its_own_workers_start() -> None:
+    """Two Kubernetes nodes: node1's node (vm-n1) goes NotReady, its pod is evicted and the Job's replacement starts
+    on vm at once, while the evicted pod's containers train on (their kubelet is stopped). The replacement's agent
+    is a spare until the evicted pod ends: the node is back when workers of a later launch start, not when the
+    replacement's container did. A job that ended first never brought it back."""
+    fault = FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=50.0,
+                        t_revert=50.0, details={"node": "vm-n1", "kubelet_pid": 77, "stopped_s": 40})
+    base = launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0", k8s_node="vm"),
+                                seen(2.1, "node1", "j-n1-a", "u1", k8s_node="vm-n1"),
+                                spawn(3.0, "node0", 0), spawn(3.0, "node1", 0),
+                                dict(evicted(["j-n1-a"], t=50.0), node="vm-n1", t_resume=50.0),
+                                seen(33.0, "node1", "j-n1-b", "u2", k8s_node="vm")]
+    truth = base + [spawn(57.0, "node0", 0), spawn(57.5, "node1", 1)]
+    r = judge(truth, fault, max_s=45)
+    assert r.verdict == "pass", r.reason
+    assert r.figures["node-notready#0"]["nodes"]["node1"]["trained_s"] == 47.5
+    assert "node1 a new pod on vm 23.0 s after it, its workers from 47.5 s after it" in r.reason, r.reason
+    # Lies: the spare never trained (the job ended first); the evicted pod's own agent restarting its workers.
+    spare = judge(base + [spawn(57.0, "node0", 0)], fault, max_s=45)
+    assert spare.verdict == "fail" and "never started workers" in spare.reason, spare.reason
+    old = judge(base + [spawn(40.0, "node0", 0), spawn(40.0, "node1", 0)], fault, max_s=45)
+    assert old.verdict == "fail" and "never started workers" in old.reason, old.reason
+    # Workers of unknown launch before the fault: which container they were in cannot be told.
+    unknown = [dict(r, launch=None) if r["ev"] == "worker_spawn" else r for r in truth]
+    r = judge(unknown, fault, max_s=45)
+    assert r.verdict == "inconclusive" and "no launch number" in r.reason, r.reason
+    # On the struck node itself after the resume (one node, or the same node Ready again): no spare, as before.
+    same = [dict(r, k8s_node="vm-n1") if r.get("pod") == "j-n1-b" else r for r in base]
+    r = judge([dict(x, t=52.0) if x.get("pod") == "j-n1-b" else x for x in same], fault, max_s=45)
+    assert r.verdict == "pass" and "trained_s" not in r.figures["node-notready#0"]["nodes"]["node1"], r.reason

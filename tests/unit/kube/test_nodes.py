@@ -5,6 +5,7 @@ its kubelet and daemon that the faults and the worker records use."""
 from __future__ import annotations
 
 import random
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,18 @@ def test_a_further_nodes_docker_daemon_changes_nothing_of_the_hosts_network_and_
             str(node.home / x) for x in ("docker", "exec", "docker.pid", "daemon.json")}
         assert f["host"] == node.docker_url == f"unix://{node.home}/docker.sock"
         assert node.home.parent == cluster.kubelet_root
+        # Its own containerd, never the host's system one (dockerd would take /run/containerd's where it exists).
+        conf = tomllib.loads(node.containerd_config())
+        assert f["containerd"] == conf["grpc"]["address"] == str(node.containerd_sock)
+        assert all(Path(conf[k]).is_relative_to(node.home) for k in ("root", "state"))
+        assert conf["ttrpc"]["address"] == conf["debug"]["address"] == ""
+        assert node.containerd_argv() == ["containerd", f"--config={node.home / 'containerd.toml'}"]
+        # What is left once the daemons are gone is found and killed by the node's own cgroup and socket only.
+        kill, probe = node.leftovers_script()
+        for script in (kill, probe):
+            assert f"/sys/fs/cgroup/*/{node.cgroup}/" in script and str(node.containerd_sock)[1:] in script
+            # Its shim pattern must not match the shell that runs it (pkill would kill its own shell).
+            assert str(node.containerd_sock) not in script
     assert first.home != second.home and first.cgroup != second.cgroup
     assert [n.name for n in cluster.extra] == [f"{cluster.node}-n1", f"{cluster.node}-n2"]
     assert cluster.node_names == [cluster.node, f"{cluster.node}-n1", f"{cluster.node}-n2"]
@@ -53,13 +66,15 @@ def test_each_kubelet_has_its_own_sockets_roots_and_ports(cluster) -> None:
         assert len({f[key] for f in argvs.values()}) == 3, key
     for name in ("kubelet-1", "kubelet-2"):
         f = argvs[name]
-        assert len({f["container-runtime-endpoint"], f["docker-endpoint"]}) == 2
-        assert f["container-runtime-endpoint"] == f["image-service-endpoint"]
+        assert f["docker-endpoint"] != f["container-runtime-endpoint"]
         assert f["cgroups-per-qos"] == "false" and f["enforce-node-allocatable"] == ""
-    # The first node is the host's daemon and the kubelet's defaults, as a one-node cluster's.
+    # The first node is the host's daemon with per-QoS cgroups, as a one-node cluster's.
     assert "docker-endpoint" not in argvs["kubelet"] and "cgroups-per-qos" not in argvs["kubelet"]
-    shims = {argvs[n]["container-runtime-endpoint"] for n in ("kubelet-1", "kubelet-2")}
-    assert len(shims) == 2
+    # Every kubelet's dockershim socket and checkpoints are its own, none at the host's default paths.
+    for key in ("container-runtime-endpoint", "experimental-dockershim-root-directory"):
+        values = {f[key] for f in argvs.values()}
+        assert len(values) == 3 and not values & {"unix:///var/run/dockershim.sock", "/var/lib/dockershim"}, key
+    assert all(f["container-runtime-endpoint"] == f["image-service-endpoint"] for f in argvs.values())
     with pytest.raises(ValueError):
         cluster.argv("kubelet-3")
 

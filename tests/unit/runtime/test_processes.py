@@ -72,6 +72,18 @@ def test_a_nodes_earlier_root_stays_while_it_runs(agent) -> None:
         agent.wait()
         tree.add_root("node1", other.pid)
         assert [r.pid for r in tree.roots["node1"]] == [other.pid]
+        # A root that ended but was not reaped yet (a zombie) is gone too: psutil still calls it running.
+        other.kill()
+        deadline = time.monotonic() + 10
+        while psutil.Process(other.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            time.sleep(0.02)
+        third = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+        try:
+            tree.add_root("node1", third.pid)
+            assert [r.pid for r in tree.roots["node1"]] == [third.pid]
+        finally:
+            third.kill()
+            third.wait()
     finally:
         other.kill()
         other.wait()
