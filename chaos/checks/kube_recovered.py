@@ -111,6 +111,9 @@ class KubeRecovered(Check, kind="kube_recovered"):
         release = fault.t_release if isinstance(fault.t_release, (int, float)) else None
         if fault.kind == "node-notready":
             release = details.get("resumed") if isinstance(details.get("resumed"), (int, float)) else None
+            if release is None:
+                figs["inconclusive"] = "the fault has no record of the kubelet's resume: what ran after it is unknown"
+                return None, figs
         # A drained node's pods cannot start before the uncordon (a NotReady one's before its kubelet is back): what
         # ran before it is not the way back.
         start = max(t0, release) if fault.kind in ("node-drain", "node-notready") and release is not None else t0
@@ -159,9 +162,10 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if how != expected:
                 return (f"{node} came back as {how}, but {fault.kind} under restartPolicy {policies.get(node)} "
                         f"should be {expected}"), figs
-            if fault.kind == "node-notready" and release is not None and back.t < release \
+            if fault.kind == "node-notready" and release is not None \
                     and back.get("k8s_node") not in (None, details.get("node")):
-                problem = _beside(h, node, t0, back, figs)
+                nxt = [f.t_inject for f in outcome.faults if isinstance(f.t_inject, (int, float)) and f.t_inject > t0]
+                problem = _beside(h, node, (t0, release, min(nxt, default=None)), back, figs, self.config.max_s)
                 if problem or figs.get("inconclusive"):
                     return problem, figs
             since_t = start if back.get("k8s_node") in (None, details.get("node")) else t0
@@ -242,26 +246,38 @@ def _outage_said(figs: dict[str, Any]) -> str:
     return f"the node went {' and '.join(said)} (the cluster's Events); " if said else ""
 
 
-def _beside(h: Any, node: str, t0: float, back: Any, figs: dict[str, Any]) -> str | None:
-    """A replacement that started on another node while the evicted pod's containers still ran (their kubelet
-    stopped: nothing could end them) is not yet the node back: its agent waits as a spare in the rendezvous until
-    the evicted pod ends, and a job that ends first never used it. The node is back when workers of a later
-    launch than the evicted pod's (``worker_spawn``'s ``launch``) start after the replacement did."""
+def _launch(rec: Any) -> int | None:
+    value = rec.get("launch")
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _beside(h: Any, node: str, times: tuple[float, float, float | None], back: Any, figs: dict[str, Any],
+            max_s: float) -> str | None:
+    """A replacement on another node of an evicted pod whose containers still ran (their kubelet stopped: nothing
+    could end them; and after its resume, until it has) is not yet the node back: its agent waits as a spare in
+    the rendezvous until the evicted pod ends, and a job that ends first never used it. The node is back when
+    workers of a later launch than any of its workers before the fault (``worker_spawn``'s ``launch``) start
+    after the replacement did and before the next fault, within ``max_s`` of the kubelet's resume."""
+    t0, resumed, next_fault = times
     spawns = [r for r in h.of("worker_spawn") if r.get("source") == "harness" and r.get("node") == node]
-    before = [r.get("launch") for r in spawns if r.t <= t0]
-    struck = before[-1] if before else None
-    if not isinstance(struck, int) or isinstance(struck, bool):
+    before = [_launch(r) for r in spawns if r.t <= t0]
+    struck = max((x for x in before if x is not None), default=None)
+    if struck is None or None in before:
         figs["inconclusive"] = (f"{node}'s replacement started on {back.get('k8s_node')} while the evicted pod ran on, "
                                 f"and no launch number says which container {node}'s workers before the fault were "
                                 f"in: whether the replacement ever trained is unknown")
         return None
-    later = [r for r in spawns if r.t >= back.t and isinstance(r.get("launch"), int)
-             and not isinstance(r.get("launch"), bool) and r["launch"] > struck]
+    later = [r for r in spawns if r.t >= back.t and (launch := _launch(r)) is not None and launch > struck
+             and (next_fault is None or r.t < next_fault)]
     if not later:
         return (f"{node}'s replacement pod started on {back.get('k8s_node')} {back.t - t0:.1f} s after it, beside the "
                 f"evicted pod (its kubelet stopped), and never started workers: a spare while the evicted pod "
                 f"trained on")
     figs["nodes"][node]["trained_s"] = round(later[0].t - t0, 3)
+    waited = later[0].t - resumed
+    if waited > max_s:
+        return (f"{node}'s replacement on {back.get('k8s_node')} started workers only {waited:.1f} s after the "
+                f"kubelet's resume (bound {max_s:g} s)")
     return None
 
 

@@ -260,10 +260,12 @@ class KubeCluster:
         push = self.run.ledger.push
         push("target", Command(["rm", "-rf", "--one-file-system", root], only_if=["test", "-d", root]))
         if not HOST_KUBELET_DIR.exists():
-            # Kubernetes 1.20's device manager keeps its socket (and a DEPRECATION note) in device-plugins/ here,
-            # whatever the kubelet's root: the run made the folder, so it goes whole.
-            push("target", Command(["rm", "-rf", "--one-file-system", str(HOST_KUBELET_DIR)],
-                                   only_if=["test", "-d", str(HOST_KUBELET_DIR)]))
+            # Kubernetes 1.20's device manager keeps its socket, checkpoint and a DEPRECATION note in device-plugins/
+            # here, whatever the kubelet's root. The run made the folders: they go, with those files and no more.
+            plugins = HOST_KUBELET_DIR / "device-plugins"
+            files = " ".join(str(plugins / f) for f in ("kubelet.sock", "kubelet_internal_checkpoint", "DEPRECATION"))
+            push("target", Command(sh(f"rm -f {files}; rmdir {plugins} {HOST_KUBELET_DIR} 2>/dev/null; true"),
+                                   only_if=["test", "-d", str(plugins)]))
         # The log folders themselves go too when the run's pods were all they held (the kubelet made them).
         push("target", Command(sh(f"rm -rf /var/log/pods/{ns}_* /var/log/containers/*_{ns}_*; "
                                   f"rmdir /var/log/pods /var/log/containers 2>/dev/null; true"),

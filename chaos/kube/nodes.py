@@ -63,7 +63,9 @@ class ExtraNode:
         h = self.home
         return (f'version = 2\nroot = "{h / "containerd"}"\nstate = "{h / "exec" / "containerd"}"\n'
                 f'disabled_plugins = ["io.containerd.grpc.v1.cri"]\noom_score = 0\n'
-                f'[grpc]\n  address = "{self.containerd_sock}"\n[ttrpc]\n  address = ""\n[debug]\n  address = ""\n')
+                f'[grpc]\n  address = "{self.containerd_sock}"\n[ttrpc]\n  address = ""\n[debug]\n  address = ""\n'
+                # Its "opt" plugin would make /opt/containerd on the host.
+                f'[plugins."io.containerd.internal.v1.opt"]\n  path = "{h / "opt"}"\n')
 
     def dockerd_argv(self) -> list[str]:
         h = self.home
@@ -80,7 +82,7 @@ class ExtraNode:
         # "[/]run/...": the pattern matches the shims' arguments but not this shell's own, which holds the pattern.
         path = str(self.containerd_sock)
         cg, sock = shlex.quote(self.cgroup), shlex.quote(f"[{path[0]}]{path[1:]}")
-        procs = f"cat /sys/fs/cgroup/*/{cg}/cgroup.procs /sys/fs/cgroup/*/{cg}/*/cgroup.procs 2>/dev/null"
+        procs = (f"cat {cgroup_dirs(cg, '/cgroup.procs')} {cgroup_dirs(cg, '/*/cgroup.procs')} 2>/dev/null")
         kill = f"{procs} | sort -u | xargs -r kill -KILL 2>/dev/null; pkill -KILL -f -- {sock} ; true"
         probe = f"{procs} | grep -q . || pgrep -f -- {sock} >/dev/null"
         return kill, probe
@@ -93,6 +95,12 @@ class ExtraNode:
         import docker
 
         return docker.DockerClient(base_url=self.docker_url, timeout=30)
+
+
+def cgroup_dirs(cg: str, under: str = "") -> str:
+    """Shell globs of the cgroup ``cg`` in every hierarchy: cgroup v1 (/sys/fs/cgroup/<controller>/cg) and the
+    unified v2 one (/sys/fs/cgroup/cg)."""
+    return f"/sys/fs/cgroup/*/{cg}{under} /sys/fs/cgroup/{cg}{under}"
 
 
 def plan_extra(cluster: Any, count: int, pick: Callable[[], Any]) -> list[ExtraNode]:
@@ -121,9 +129,9 @@ def start_docker(cluster: Any, node: ExtraNode) -> subprocess.Popen:
     # Undone last: the containers' cgroups, once they are gone (rmdir refuses one with tasks).
     cg = shlex.quote(node.cgroup)
     cluster.run.ledger.push("target", Command(
-        ["sh", "-c", f"for d in /sys/fs/cgroup/*/{cg}; do [ -d \"$d\" ] && find \"$d\" -depth -type d -exec rmdir {{}} + "
+        ["sh", "-c", f"for d in {cgroup_dirs(cg)}; do [ -d \"$d\" ] && find \"$d\" -depth -type d -exec rmdir {{}} + "
                      f"2>/dev/null; done; true"],
-        only_if=["sh", "-c", f"ls -d /sys/fs/cgroup/*/{cg} >/dev/null 2>&1"]))
+        only_if=["sh", "-c", f"for d in {cgroup_dirs(cg)}; do [ -d \"$d\" ] && exit 0; done; exit 1"]))
     kill, probe = node.leftovers_script()
     cluster.run.ledger.push("target", Command(["sh", "-c", kill], only_if=["sh", "-c", probe]))
     cluster._spawn(f"containerd-{node.index}", node.containerd_argv())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -20,6 +20,13 @@ EXISTING_NEEDS = {
 
 
 class KubernetesConfig(TargetConfig):
+    # What the cluster does after a fault (how a pod comes back, how long it may wait, how long it tolerates a lost
+    # node, how many Kubernetes nodes it may go to), never the ranks' layout: experiments differing only in these
+    # share one fault-free golden run.
+    GOLDEN_NEUTRAL: ClassVar[frozenset[str]] = frozenset(
+        {"restart_policy", "backoff_limit", "grace_s", "start_timeout_s", "unreachable_toleration_s", "cluster_nodes",
+         "rdzv_port"})
+
     cluster: Literal["local", "existing"] = "local"
     """local: a throwaway real single-node cluster for the run (root, docker, and the build of
     scripts/kube-build.sh). existing: your cluster through its kubeconfig; the harness creates only the run's

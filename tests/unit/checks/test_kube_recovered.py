@@ -388,3 +388,37 @@ def test_a_replacement_beside_its_still_running_evicted_pod_is_back_only_when_it
     same = [dict(r, k8s_node="vm-n1") if r.get("pod") == "j-n1-b" else r for r in base]
     r = judge([dict(x, t=52.0) if x.get("pod") == "j-n1-b" else x for x in same], fault, max_s=45)
     assert r.verdict == "pass" and "trained_s" not in r.figures["node-notready#0"]["nodes"]["node1"], r.reason
+
+
+def test_a_replacement_beside_its_evicted_pod_is_judged_by_its_own_workers_in_time_and_before_the_next_fault() -> None:
+    """A review's lies against the rule above: workers that came far too late; workers of a pod a later fault made;
+    a replacement on another node just after the resume (the kubelet still ending the evicted pod); the struck
+    launch taken from an older container's record; no record of the resume."""
+    fault = FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=50.0,
+                        t_revert=50.0, details={"node": "vm-n1", "kubelet_pid": 77, "stopped_s": 40})
+    base = launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0", k8s_node="vm"),
+                                seen(2.1, "node1", "j-n1-a", "u1", k8s_node="vm-n1"),
+                                spawn(3.0, "node0", 0), spawn(3.0, "node1", 0),
+                                dict(evicted(["j-n1-a"], t=50.0), node="vm-n1", t_resume=50.0),
+                                seen(33.0, "node1", "j-n1-b", "u2", k8s_node="vm")]
+    late = judge(base + [spawn(1000.0, "node0", 0), spawn(1000.5, "node1", 1)], fault, max_s=45)
+    assert late.verdict == "fail" and "950.5 s after the kubelet's resume" in late.reason, late.reason
+    later_fault = FaultRecord(index=1, kind="pod-delete", label="pod-delete#1", t_inject=100.0, t_revert=130.0,
+                              details={"node": "node1", "pod": "j-n1-b", "pod_uid": "u2", "grace_s": 10})
+    check = KubeRecovered(KubeRecoveredConfig(max_s=45))
+    records = base + [spawn(57.0, "node0", 0), seen(110.0, "node1", "j-n1-c", "u3", k8s_node="vm"),
+                      spawn(90.0, "node1", 0), spawn(120.0, "node1", 2)]
+    r = check.evaluate(make_outcome(History(copy.deepcopy(sorted(records, key=lambda x: x["t"]))),
+                                    faults=[fault, later_fault]))
+    assert r.verdict == "fail" and "never started workers" in r.reason, r.reason
+    just_after = [dict(x, t=51.0) if x.get("pod") == "j-n1-b" else x for x in base]
+    r = judge(just_after + [spawn(57.0, "node0", 0)], fault, max_s=45)
+    assert r.verdict == "fail" and "never started workers" in r.reason, r.reason
+    two_containers = base + [spawn(4.0, "node1", 1), spawn(40.0, "node1", 1)]  # launch 1 before the fault, again
+    r = judge(two_containers, fault, max_s=45)
+    assert r.verdict == "fail" and "never started workers" in r.reason, r.reason
+    no_resume = [dict(x, t_resume=None) if x["ev"] == "kube_evicted" else x for x in base]
+    unknown = copy.deepcopy(fault)
+    unknown.t_release = None  # no resume recorded, and no release to stand for it
+    r = judge(no_resume + [spawn(57.0, "node0", 0), spawn(57.5, "node1", 1)], unknown, max_s=45)
+    assert r.verdict == "inconclusive" and "no record of the kubelet's resume" in r.reason, r.reason

@@ -65,3 +65,21 @@ def test_further_cluster_nodes_are_the_local_clusters_alone() -> None:
                          rdzv_host="h")
     with pytest.raises(ValidationError):
         KubernetesConfig(cluster_nodes=0)
+
+
+def test_kubernetes_experiments_share_a_golden_run_unless_the_ranks_layout_differs() -> None:
+    """A fault-free run computes the same whatever the cluster does after a fault (the pods' restart policy,
+    backoffLimit, grace, toleration of a lost node, how many Kubernetes nodes there are): one golden run serves
+    them. The job's nodes, its ranks per node and the mode are the computation's, and keep theirs apart."""
+    from chaos.spec.load import load_experiment
+
+    def key(target: str, nproc: int = 1) -> str:
+        text = (f"name: e\nworkload: {{script: workloads/ddp.py, nproc_per_node: {nproc}, args: {{steps: 5}}}}\n"
+                f"target: {target}\nchecks: [{{completes: {{}}}}]\n")
+        return load_experiment(Path("experiments/x.yaml"), text).workload_hash()
+
+    plain = key("{kind: kubernetes, nodes: 2}")
+    assert key("{kind: kubernetes, nodes: 2, cluster_nodes: 2, restart_policy: OnFailure, backoff_limit: 0, "
+               "grace_s: 1, start_timeout_s: 60, unreachable_toleration_s: 5, rdzv_port: 29500}") == plain
+    assert key("{kind: kubernetes, nodes: 3}") != plain
+    assert key("{kind: kubernetes, nodes: 2}", nproc=2) != plain
