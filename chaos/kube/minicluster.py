@@ -180,7 +180,7 @@ class KubeCluster:
                                      extra.kubelet_extra())
         raise ValueError(what)
 
-    def kubelet_argv(self, node: str, port: int, healthz: int, home: Path, extra: list[str] = []) -> list[str]:
+    def kubelet_argv(self, node: str, port: int, healthz: int, home: Path, extra: tuple[str, ...] = ()) -> list[str]:
         assert self.bin is not None
         shim = f"unix://{home / 'dockershim.sock'}"  # not /var/run/dockershim.sock and /var/lib/dockershim: the host's
         return [str(self.bin / "kubelet"), f"--kubeconfig={self.kubeconfig}", "--container-runtime=docker",

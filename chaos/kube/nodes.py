@@ -1,16 +1,19 @@
 """The local cluster's further nodes: each a kubelet with a docker daemon of its own.
 
 Two kubelets on one docker daemon remove each other's pod containers (each takes the other's for its own orphans),
-so a second Kubernetes node on this host needs a second daemon: ``dockerd`` with its own data root, exec root
-(its own managed containerd), socket and config, and no bridge, iptables or NAT (the pods are on the host's
-network, as the first node's are). Its kubelet has its own dockershim socket and checkpoints, root and ports, and
-no per-QoS cgroups: the first kubelet's cleanup of pod cgroups it does not know would kill this node's pods, so
-this node's containers stay in the daemon's own cgroups and are not limited by the node's allocatable.
+so a second Kubernetes node on this host needs a second daemon: ``dockerd`` with its own data root, exec root,
+socket, config and cgroup parent, on a containerd of its own (dockerd's "managed" one is the host's system
+containerd wherever that runs), and no bridge, iptables, NAT or ip_forward change (the pods are on the host's
+network, as the first node's are). Its kubelet has its own root and ports (every kubelet has its own dockershim
+socket: chaos/kube/minicluster.py), and no per-QoS cgroups: the first kubelet's cleanup of pod cgroups it does
+not know would kill this node's pods, so this node's containers stay in the daemon's cgroup parent and are not
+limited by the node's allocatable.
 
 The images the pods need (the sandbox's and the host-userland image) are imported into each daemon from this
-host, as for the first. Each daemon's kill, and the removal of its containers before it (the kubelet stopped
-first, so nothing restarts them), is in the ledger before it starts; what the daemon mounted lies under the
-cluster's kubelet root, which the cluster's own teardown unmounts and removes.
+host, as for the first. In the ledger before each daemon starts, undone in this order: the kubelet killed, the
+daemon's containers removed, dockerd and containerd killed, then whatever a daemon that died first left (every
+process in the node's cgroups, the shims naming its containerd), then its cgroups; what the daemons mounted lies
+under the cluster's kubelet root, which the cluster's own teardown unmounts and removes.
 """
 
 from __future__ import annotations
@@ -87,8 +90,8 @@ class ExtraNode:
         probe = f"{procs} | grep -q . || pgrep -f -- {sock} >/dev/null"
         return kill, probe
 
-    def kubelet_extra(self) -> list[str]:
-        return [f"--docker-endpoint={self.docker_url}", "--cgroups-per-qos=false", "--enforce-node-allocatable="]
+    def kubelet_extra(self) -> tuple[str, ...]:
+        return (f"--docker-endpoint={self.docker_url}", "--cgroups-per-qos=false", "--enforce-node-allocatable=")
 
     def docker(self) -> Any:
         """A docker SDK client on this node's daemon (it asks the daemon at once: DockerException if it is gone)."""

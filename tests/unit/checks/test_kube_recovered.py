@@ -358,18 +358,24 @@ def spawn(t: float, node: str, launch: Any) -> dict[str, Any]:
             "node": node, "attempt": f"{launch}.0", "generation": 1, "launch": launch}
 
 
+def evicted_elsewhere() -> tuple[FaultRecord, list[dict[str, Any]]]:
+    """node1's Kubernetes node vm-n1 NotReady from 10 s to its kubelet's resume at 50 s; node1's pod evicted, its
+    replacement on vm at 33 s, beside it; both nodes' workers of launch 0 before the fault."""
+    fault = FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=50.0,
+                        t_revert=50.0, details={"node": "vm-n1", "kubelet_pid": 77, "stopped_s": 40})
+    return fault, launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0", k8s_node="vm"),
+                                       seen(2.1, "node1", "j-n1-a", "u1", k8s_node="vm-n1"),
+                                       spawn(3.0, "node0", 0), spawn(3.0, "node1", 0),
+                                       dict(evicted(["j-n1-a"], t=50.0), node="vm-n1", t_resume=50.0),
+                                       seen(33.0, "node1", "j-n1-b", "u2", k8s_node="vm")]
+
+
 def test_a_replacement_beside_its_still_running_evicted_pod_is_back_only_when_its_own_workers_start() -> None:
     """Two Kubernetes nodes: node1's node (vm-n1) goes NotReady, its pod is evicted and the Job's replacement starts
     on vm at once, while the evicted pod's containers train on (their kubelet is stopped). The replacement's agent
     is a spare until the evicted pod ends: the node is back when workers of a later launch start, not when the
     replacement's container did. A job that ended first never brought it back."""
-    fault = FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=50.0,
-                        t_revert=50.0, details={"node": "vm-n1", "kubelet_pid": 77, "stopped_s": 40})
-    base = launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0", k8s_node="vm"),
-                                seen(2.1, "node1", "j-n1-a", "u1", k8s_node="vm-n1"),
-                                spawn(3.0, "node0", 0), spawn(3.0, "node1", 0),
-                                dict(evicted(["j-n1-a"], t=50.0), node="vm-n1", t_resume=50.0),
-                                seen(33.0, "node1", "j-n1-b", "u2", k8s_node="vm")]
+    fault, base = evicted_elsewhere()
     truth = base + [spawn(57.0, "node0", 0), spawn(57.5, "node1", 1)]
     r = judge(truth, fault, max_s=45)
     assert r.verdict == "pass", r.reason
@@ -394,13 +400,7 @@ def test_a_replacement_beside_its_evicted_pod_is_judged_by_its_own_workers_in_ti
     """A review's lies against the rule above: workers that came far too late; workers of a pod a later fault made;
     a replacement on another node just after the resume (the kubelet still ending the evicted pod); the struck
     launch taken from an older container's record; no record of the resume."""
-    fault = FaultRecord(index=0, kind="node-notready", label="node-notready#0", t_inject=10.0, t_release=50.0,
-                        t_revert=50.0, details={"node": "vm-n1", "kubelet_pid": 77, "stopped_s": 40})
-    base = launches("Never") + [seen(2.0, "node0", "j-n0-a", "u0", k8s_node="vm"),
-                                seen(2.1, "node1", "j-n1-a", "u1", k8s_node="vm-n1"),
-                                spawn(3.0, "node0", 0), spawn(3.0, "node1", 0),
-                                dict(evicted(["j-n1-a"], t=50.0), node="vm-n1", t_resume=50.0),
-                                seen(33.0, "node1", "j-n1-b", "u2", k8s_node="vm")]
+    fault, base = evicted_elsewhere()
     late = judge(base + [spawn(1000.0, "node0", 0), spawn(1000.5, "node1", 1)], fault, max_s=45)
     assert late.verdict == "fail" and "950.5 s after the kubelet's resume" in late.reason, late.reason
     later_fault = FaultRecord(index=1, kind="pod-delete", label="pod-delete#1", t_inject=100.0, t_revert=130.0,
