@@ -34,7 +34,7 @@ import psutil
 
 from chaos.errors import CapabilityError, HarnessError
 from chaos.kube.build import built, foreign_kubelet, refusal
-from chaos.kube.nodes import ExtraNode, describe, plan_extra, ready_docker, start_docker
+from chaos.kube.nodes import ExtraNode, describe, plan_extra, ready_docker, remove_empty_cgroups, start_docker
 from chaos.kube.pki import Pki, make_pki
 from chaos.runtime.context import RunContext
 from chaos.runtime.undo import Command, KillTree
@@ -270,10 +270,8 @@ class KubeCluster:
         push("target", Command(sh(f"rm -rf /var/log/pods/{ns}_* /var/log/containers/*_{ns}_*; "
                                   f"rmdir /var/log/pods /var/log/containers 2>/dev/null; true"),
                                only_if=sh(f"ls -d /var/log/pods/{ns}_* >/dev/null 2>&1")))
-        # Pod cgroups (cgroup v1, cgroupfs driver): empty ones only; rmdir refuses a cgroup with tasks.
-        push("target", Command(sh("for d in /sys/fs/cgroup/*/kubepods; do [ -d \"$d\" ] && find \"$d\" -depth "
-                                  "-type d -exec rmdir {} + 2>/dev/null; done; true"),
-                               only_if=sh("ls -d /sys/fs/cgroup/*/kubepods >/dev/null 2>&1")))
+        # Pod cgroups (cgroupfs driver): empty ones only.
+        push("target", remove_empty_cgroups("kubepods"))
         # The kubelet bind-mounts its root rshared and mounts each pod's volumes under it.
         push("target", Command(sh(f"findmnt -rno TARGET | grep -F {shlex.quote(root)} | sort -r | "
                                   f"xargs -r -n1 umount -l"),

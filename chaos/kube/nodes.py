@@ -106,6 +106,15 @@ def cgroup_dirs(cg: str, under: str = "") -> str:
     return f"/sys/fs/cgroup/*/{cg}{under} /sys/fs/cgroup/{cg}{under}"
 
 
+def remove_empty_cgroups(name: str) -> Command:
+    """The undo that removes cgroup ``name`` and every cgroup below it, in every hierarchy, once they are empty
+    (rmdir refuses one with tasks: what still runs stays, and the probe then reports it left)."""
+    cg = shlex.quote(name)
+    return Command(["sh", "-c", f"for d in {cgroup_dirs(cg)}; do [ -d \"$d\" ] && find \"$d\" -depth -type d "
+                                f"-exec rmdir {{}} + 2>/dev/null; done; true"],
+                   only_if=["sh", "-c", f"for d in {cgroup_dirs(cg)}; do [ -d \"$d\" ] && exit 0; done; exit 1"])
+
+
 def plan_extra(cluster: Any, count: int, pick: Callable[[], Any]) -> list[ExtraNode]:
     """Kubernetes nodes 1 .. count-1 of ``cluster`` (a KubeCluster), with ports from ``pick`` (Ports.pick)."""
     out: list[ExtraNode] = []
@@ -130,11 +139,7 @@ def start_docker(cluster: Any, node: ExtraNode) -> subprocess.Popen:
         {"log-driver": "json-file", "log-opts": {"max-size": "10m", "max-file": "2"}}) + "\n")
     (node.home / "containerd.toml").write_text(node.containerd_config())
     # Undone last: the containers' cgroups, once they are gone (rmdir refuses one with tasks).
-    cg = shlex.quote(node.cgroup)
-    cluster.run.ledger.push("target", Command(
-        ["sh", "-c", f"for d in {cgroup_dirs(cg)}; do [ -d \"$d\" ] && find \"$d\" -depth -type d -exec rmdir {{}} + "
-                     f"2>/dev/null; done; true"],
-        only_if=["sh", "-c", f"for d in {cgroup_dirs(cg)}; do [ -d \"$d\" ] && exit 0; done; exit 1"]))
+    cluster.run.ledger.push("target", remove_empty_cgroups(node.cgroup))
     kill, probe = node.leftovers_script()
     cluster.run.ledger.push("target", Command(["sh", "-c", kill], only_if=["sh", "-c", probe]))
     cluster._spawn(f"containerd-{node.index}", node.containerd_argv())
