@@ -11,8 +11,46 @@ import struct
 import zipfile
 from pathlib import Path
 
-from chaos.checkpoint.findings import (ACCELERATE_DONE, DCP_METADATA, HF_TRAINER_STATE, HF_WEIGHTS, TORCH_SUFFIXES,
-                                       Report, UnusableInput, size_of, accelerate_gaps, step_of)
+from chaos.checkpoint.findings import (ACCELERATE_DONE, DCP_METADATA, DCP_SHARD_SUFFIX, HF_TRAINER_STATE, HF_WEIGHTS,
+                                       TORCH_SUFFIXES, Report, UnusableInput, size_of, accelerate_gaps, step_of)
+
+
+def tensor_format(path: Path) -> str | None:
+    """How a file's tensors are read: ``"safetensors"``, ``"torch"`` (a torch.save file), or None.
+
+    The one notion of a readable tensor file, shared by the verifier (which judges what it reads) and the
+    value scan (chaos.checkpoint.values, which must name every file it does not read): a ``.safetensors``
+    name, a torch.save name (TORCH_SUFFIXES), or, under any other name, a zip archive holding a
+    torch.save record (``<archive>/data.pkl``): ``checkpoint.pth.tar``, Accelerate's ``.pkl`` states. A
+    legacy (non-zip) pickle under a foreign name is None: it could be any pickle, and a file read as
+    nothing is named by the scan, never passed over. DCP shards are read through their ``.metadata``
+    (dcp_dirs), not one by one."""
+    name = path.name
+    if name == DCP_METADATA or name.endswith(DCP_SHARD_SUFFIX):
+        # A shard concatenates its items, some of them torch.save archives: is_zipfile finds the last one's
+        # directory at its end, but only the shard's .metadata knows where each item lies.
+        return None
+    if name.endswith(".safetensors"):
+        return "safetensors"
+    if name.endswith(TORCH_SUFFIXES):
+        return "torch"
+    try:
+        if not _is_zip(path) or not zipfile.is_zipfile(path):  # an archive from its first byte, as torch.save writes
+            return None
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError):
+        return None
+    return "torch" if any(n.count("/") == 1 and n.endswith("/data.pkl") for n in names) else None
+
+
+def dcp_dirs(path: Path) -> list[Path]:
+    """Every DCP checkpoint (a folder holding ``.metadata``) at or below ``path``, at any depth, sorted: a
+    trainer may save its model and optimizer as DCP in subfolders (``step_20/model/``, the HF Trainer's
+    ``pytorch_model_fsdp_0/``) beside plain files."""
+    if not path.is_dir():
+        return []
+    return sorted({meta.parent for meta in path.rglob(DCP_METADATA) if meta.is_file()})
 
 
 def verify_dcp_dir(path: Path, *, load: bool = True) -> Report:
@@ -87,10 +125,16 @@ def verify_torch_file(path: Path, *, load: bool = True) -> Report:
 def verify_torch_dir(path: Path, *, load: bool = True) -> Report:
     report = Report(str(path), "torch-save-dir", step=step_of(path))
     for child in sorted(path.iterdir()):
-        if child.is_file() and child.name.endswith(TORCH_SUFFIXES):
+        if child.is_file() and tensor_format(child) == "torch":
             report.files += 1
             report.bytes += size_of(child)
             report.problems += [f"{child.name}: {p}" for p in _torch_problems(child, load, report.notes)]
+    for folder in dcp_dirs(path):  # a model or optimizer saved as DCP in a subfolder beside the files
+        rel = str(folder.relative_to(path))
+        child = verify_dcp_dir(folder, load=load)
+        report.files += child.files
+        report.bytes += child.bytes
+        report.problems += [f"{rel}: {p}" for p in child.problems]
     report.notes.append("no commit record (manifest or .metadata): each file judged on its own")
     return report
 
@@ -205,7 +249,7 @@ def _judge_stack_file(child: Path, report: Report, load: bool) -> None:
     report.bytes += size_of(child)
     if name.endswith(".safetensors"):
         report.problems += [f"{name}: {p}" for p in _safetensors_problems(child, load)]
-    elif name.endswith(TORCH_SUFFIXES):
+    elif tensor_format(child) == "torch":
         report.problems += [f"{name}: {p}" for p in _torch_problems(child, load, report.notes)]
     elif name.endswith(".index.json"):
         report.problems += [f"{name}: {p}" for p in _shard_index_problems(child)]

@@ -14,7 +14,9 @@ re-derive from the bytes on disk:
   loads into memory with no process group (DCP has no checksums: a flipped bit inside tensor data
   is invisible without a manifest, and the report says so);
 * a ``torch.save`` file: the zip CRC-32 of every record, then ``torch.load(weights_only=True,
-  mmap=True)``; a directory of such files is judged file by file;
+  mmap=True)``; a directory of such files is judged file by file (a torch.save file known by its name
+  or by its content, ``checkpoint.pth.tar``: formats.tensor_format, which the value scan shares), and
+  a DCP checkpoint in a subfolder of it (``step_20/model/.metadata``) as a plain DCP directory;
 * a Hugging Face Trainer ``checkpoint-N`` directory (``trainer_state.json``): the trainer state
   parses and names step N, the model weights are there (safetensors: the header parses and every
   tensor lies inside the file; no checksums exist in that format), and every torch.save file in
@@ -47,8 +49,8 @@ from chaos.checkpoint.findings import (ACCELERATE_DONE, ACCELERATE_PARTS, DCP_ME
                                        HF_WEIGHTS, STEP_ENTRY, TORCH_SUFFIXES, Report, UnusableInput,
                                        accelerate_gaps, step_of)
 from chaos.checkpoint.formats import (_dcp_load, _dcp_structure, _is_accelerate_weights, _looks_like_torch_save,
-                                      _torch_problems, verify_accelerate_dir, verify_dcp_dir, verify_hf_dir,
-                                      verify_torch_dir, verify_torch_file)
+                                      _torch_problems, dcp_dirs, tensor_format, verify_accelerate_dir, verify_dcp_dir,
+                                      verify_hf_dir, verify_torch_dir, verify_torch_file)
 from chaos.checkpoint.manifest import LATEST_NAME, MANIFEST_NAME, read_manifest, verify_manifest
 
 __all__ = ["ACCELERATE_DONE", "ACCELERATE_PARTS", "DCP_METADATA", "DCP_SHARD_SUFFIX", "HF_TRAINER_STATE", "HF_WEIGHTS",
@@ -110,7 +112,7 @@ def detect_kind(path: Path) -> str:
         return "accelerate"
     if LATEST_NAME in names or any(STEP_ENTRY.match(n) for n in names):
         return "root"
-    if any(n.endswith(TORCH_SUFFIXES) for n in names):
+    if any(tensor_format(path / n) == "torch" for n in names) or dcp_dirs(path):
         return "torch-save-dir"
     raise UnusableInput(f"{path}: not a checkpoint: no {MANIFEST_NAME}, {DCP_METADATA}, '{LATEST_NAME}', "
                         f"step_* entries or torch.save files inside")
@@ -152,7 +154,7 @@ def verify_manifest_dir(path: Path, *, load: bool = False) -> Report:
         report.problems.append(f"{DCP_METADATA}: missing: a sealed DCP checkpoint cannot be loaded without it")
     if not report.problems:
         for rel in sorted(files):
-            if rel.endswith(TORCH_SUFFIXES):
+            if tensor_format(path / rel) == "torch":
                 report.problems += [f"{rel}: {p}" for p in _torch_problems(path / rel, load, report.notes)]
     if dcp and load and not report.problems:
         report.problems += _dcp_load(path)

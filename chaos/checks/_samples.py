@@ -55,6 +55,9 @@ class Accounting:
         """Indices of kept steps whose update was dropped (``skipped``): consumed, never trained on."""
         self.silent_ranks: list[str] = []
         """Ranks of an attempt that reported none of its kept steps (``rank 1 of attempt 0.0 at steps 1..10``)."""
+        self.output_only: list[str] = []
+        """Kept links whose steps only the output showed (step_regex), with no step event of theirs kept
+        (``attempt 0.1 at step(s) 7..10``): what they consumed is unknown."""
 
 
 def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConfig | None = None,
@@ -73,6 +76,7 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     resume_epoch: dict[int, int] = {}
     # Steps the harness read from the output (step_regex) say nothing about samples.
     kept = [(link, r) for link, r in lineage.kept_steps() if r.source != "output"]
+    acc.output_only, shown = _output_only(lineage, kept)
     for link, r in kept:
         step, epoch = r.step, r.epoch
         key = (link.segment.name, r.rank, step)
@@ -98,7 +102,8 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
     # Up to the step the run says it ended at, not only the highest kept one: the records of the last steps
     # lost whole (a partial epoch's, which no epoch accounting would miss) are missing steps too.
     acc.last_step = max(max(kept_by_step, default=0), final_step or 0)
-    acc.missing_steps = sorted(set(range(1, acc.last_step + 1)) - acc.kept_step_numbers)
+    # A step only the output shows (a link with no step event) ran: untraced (output_only), not lost.
+    acc.missing_steps = sorted(set(range(1, acc.last_step + 1)) - acc.kept_step_numbers - shown)
 
     # Epochs are accounted from the lowest one the kept history consumed: a workload may number them
     # from 1 (an epoch before its first is not one it skipped; a skip shows in the steps' own epochs).
@@ -138,6 +143,19 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
                 acc.missing.append({"index": index, "epoch": epoch, "steps": [],
                                     "rolled_back_at": _where(segment.name, step)})
     return acc
+
+
+def _output_only(lineage: Lineage, kept: list[tuple[Link, Step]]) -> tuple[list[str], set[int]]:
+    """Kept links that trained (the output shows kept steps of theirs) but kept no step event, and those steps: a
+    script whose restart stopped reporting steps, or never did. Their consumption is not in the accounting at all,
+    and no gap it leaves may pass for the part of an epoch not yet trained."""
+    traced = {id(link) for link, _ in kept}
+    seen: dict[int, tuple[Link, set[int]]] = {}
+    for link, r in lineage.kept_steps():
+        if r.source == "output" and id(link) not in traced:
+            seen.setdefault(id(link), (link, set()))[1].add(r.step)
+    return ([f"attempt {link.segment.name} at step(s) {_ranges(sorted(steps))}" for link, steps in seen.values()],
+            {step for _, steps in seen.values() for step in steps})
 
 
 def _silent_ranks(kept: list[tuple[Link, Step]], ranks: dict[str, set[Any]]) -> list[str]:

@@ -7,11 +7,11 @@ share of each step is not trained (torchft: "discarding lost samples"), nor is t
 step it healed in (it commits its peers' average: ``participating`` false), the others' shares are, once.
 So over the steps 1..the last one the job reached, each step was committed by some group (the step
 counter never skipped one), each (group, step) missing because the group was out of the quorum that
-committed the step (its ``participants`` say so) loses that group's batch, every index is trained
-at most once per epoch, and in every completed epoch the indices never trained are no more than the
-batches of the missing (group, step)s of that epoch. The lost share of all group-steps must stay within
-``max_lost_fraction``. Steps torchft discarded (``discard``: a peer died inside the all-reduce) are
-counted as figures; the group trains that step again.
+committed the step (its ``participants`` say so) loses that group's batch (one per rank of the group),
+every index is trained at most once per epoch, and in every completed epoch the indices never trained
+are no more than the batches of the missing (group, step)s of that epoch. The lost share of all
+group-steps must stay within ``max_lost_fraction``. Steps torchft discarded (``discard``: a peer died
+inside the all-reduce) are counted as figures; the group trains that step again.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
         twice: list[str] = []
         seen: set[tuple[int, Any, int]] = set()
         idle: set[tuple[int, int]] = set()
+        idle_lost: dict[tuple[int, int], list[Any]] = defaultdict(list)
         figures: dict[str, Any] = {"replica_groups": n_groups, "last_step": last,
                                    "discarded_steps": len(h.of("discard"))}
         for g, r in sorted(steps, key=lambda gr: gr[1].t):
@@ -83,6 +84,7 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
                                        f"(participating: {r.get('participating')!r}), which only the first step of "
                                        f"a group that healed may say", **figures)
                 idle.add((g, s))
+                idle_lost[(g, s)].append(r)
                 continue  # committed with its peers' gradients (a heal): its own batch was not trained
             for index in r["samples"]:
                 trained[int(r.get("epoch", 0))][int(index)].append(f"rg{g}:{s}")
@@ -122,7 +124,14 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
                         return self.failed(f"rg{g} was training (pid {live[0].pid}) when step {s} was committed, but "
                                            f"committed no step {s}: a live group's share went untrained", **figures)
                 lost_pairs += 1
-                lost_by_epoch[int(sample.get("epoch", 0))] += len(sample["samples"])
+                if g in present:
+                    # A group that healed in the step: the batches of its processes that sat it out, each named.
+                    for r in idle_lost[(g, s)]:
+                        lost_by_epoch[int(r.get("epoch", 0))] += len(r["samples"])
+                else:
+                    # A down group leaves a batch of each of its ranks untrained, not one: as many as the group's
+                    # ranks, each the size of a process's batch in the step (never more, or a real gap would hide).
+                    lost_by_epoch[int(sample.get("epoch", 0))] += groups.size(g) * len(sample["samples"])
         epochs = sorted(trained)
         unexplained = []
         for e in epochs[:-1]:  # the last epoch may be unfinished: its untrained indices are not yet due

@@ -41,6 +41,12 @@ class ExactlyOnce(Check, kind="exactly_once"):
                                 "to account for (emit it with chaos.sdk start(dataset_size=...))")
         if not h.of("step"):
             return self.failed("the run recorded no training step")
+        if all(r.source == "output" for r in h.of("step")):
+            # A script half-wired to the protocol (start with dataset_size, no step events): its steps were read
+            # from the output, which names no sample. Accounting nothing would pass as an epoch not yet trained.
+            return self.inconclusive(f"nothing consumed was traced: the run's {len(h.of('step'))} step(s) were only "
+                                     f"read from the output (workload.step_regex), which names no dataset index; "
+                                     f"emit step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
         if any("samples" not in r for r in h.of("step") if r.source != "output"):
             return self.inconclusive("step events carry no 'samples' list, so consumption cannot be traced; emit "
                                      "step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
@@ -89,6 +95,7 @@ class ExactlyOnce(Check, kind="exactly_once"):
             "replayed": _listing(acc.replayed), "out_of_range": _listing(acc.out_of_range),
             "duplicate_steps": acc.duplicate_steps[:EXAMPLES], "renumbered_steps": acc.renumbered_steps[:EXAMPLES],
             "missing_steps": acc.missing_steps, "untraced_steps": acc.untraced[:EXAMPLES],
+            "output_only": acc.output_only,
             "golden": golden.figures() if golden else None, "notes": notes,
         }
         # Findings an untraced step cannot explain away.
@@ -130,7 +137,11 @@ class ExactlyOnce(Check, kind="exactly_once"):
             acc.untraced and (
                 f"consumption cannot be traced at step(s) {_listed(acc.untraced)} (samples: []; a rank consumes "
                 f"nothing only on the short last step of an epoch): emit the dataset indices each rank consumed "
-                f"with step(..., samples=...)")]))
+                f"with step(..., samples=...)"),
+            acc.output_only and (
+                f"kept steps seen only in the output (workload.step_regex), with no step event: "
+                f"{_listed(acc.output_only)}: what they consumed is unknown; every rank emits its own "
+                f"step(..., samples=...)")]))
         if certain:
             extra = f"; {untraced}" if untraced else ""
             return self.failed(f"{'; '.join(certain + doubtful)}{extra}; {replayed}; {where}", **figures)

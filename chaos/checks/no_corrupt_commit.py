@@ -5,7 +5,9 @@ a resume from it carries the poison on. The witness (chaos.evidence.witness) loa
 checkpoint the moment its ``ckpt_commit`` is seen, before retention can take it away, and scans every
 tensor (weights, optimizer state) for non-finite values (chaos.checkpoint.values). This check needs
 that scan for every committed checkpoint: one it has no scan of, or whose files it could not load, is
-evidence missing, never a pass.
+evidence missing, never a pass. The scan names every file it did not read (a foreign format, a DCP
+state that would not load) as ``unscanned``: a NaN model beside a clean file it did read is never
+vouched for by that file.
 """
 
 from __future__ import annotations

@@ -7,12 +7,18 @@ the data has arrived. So the harness watches the pointer while the run goes
 commit record and sizes, and its checksums up to a budget) and this check judges those moments:
 
 * FAIL: some move named a checkpoint that did not exist, was an empty directory, or whose files did
-  not match its commit record (missing, short, a checksum off; a torn zip) at that moment;
+  not match its commit record (missing, short, a checksum off; a torn zip) at that moment; or a save
+  wrote its files (``ckpt_durable``) at the very path the pointer named from the save's begin on (a
+  checkpoint rewritten in place while named: the watch looks only when the pointer moves, and sees it whole);
 * INCONCLUSIVE: the pointer was not watched (the watch failed), never moved, was judged more than
   ``max_lag_s`` after the previous look (a starved harness: the move could have been ahead and caught up
   in between), named something that
   cannot be judged at a moment (a directory with no commit record the harness reads, a legacy pickle,
-  a file over the budget), or the workload committed
+  a file over the budget), named the checkpoint a save wrote (its ``ckpt_begin`` path is the named target, a
+  path inside it or a directory that holds it; with no begin reported, its ``ckpt_commit`` at the path the pointer
+  already named: written in place, or into a temporary renamed over it, the history alone cannot tell; a rank's
+  ``ckpt_reject`` of the named target excuses the save only where the harness's own evidence, its corruption of
+  that path or the witness's broken look at it, shows it was not whole), or the workload committed
   a checkpoint the pointer was never seen to name (two moves inside one poll interval);
 * PASS: every committed checkpoint was named by a move the harness saw, onto a whole checkpoint.
 
@@ -20,7 +26,8 @@ Where the checkpoint directory is the slow-storage mount, the filesystem's own r
 (chaos.evidence.fs_ops, the ``pointer_order`` record) closes the polling gap: every move is known at the
 operation that made it, and a checkpoint changed while the pointer named it FAILs whatever the look found; a
 late look is proof after all when nothing changed under its target between the move and the look (it was
-whole at the look, so it was whole at the move). ``require_fsync`` also FAILs a move onto files written since
+whole at the look, so it was whole at the move), and a save that began at the named path is judged by what the
+record shows changed under it, not by its begin. ``require_fsync`` also FAILs a move onto files written since
 their last fsync (named while only in the page cache: a crash of the node, not of a process, loses them).
 """
 
@@ -32,6 +39,7 @@ from typing import Any
 
 from pydantic import Field
 
+from chaos.checks._saves import _attempt_starts
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
 
 
@@ -85,6 +93,10 @@ class PointerDurable(Check, kind="pointer_durable"):
                                    "hashed": sum(1 for m in moves if m.get("hashed")),
                                    "max_gap_s": max((r.get("max_gap_s") or 0.0 for r in watch), default=None)}
         order, order_problem = self._order(h, name)
+        cwd = _workload_cwd(outcome)
+        rewritten = [] if order is not None and all(isinstance(o["target"], str) for o in order) else \
+            _rewritten_while_named(outcome, moves, cwd)
+        figures["rewritten_while_named"] = len(rewritten)
         if order is not None:
             figures.update(order_moves=len(order), changed_after_move=sum(o["changed"] for o in order),
                            unsynced_moves=sum(1 for o in order if o["unsynced"]))
@@ -104,6 +116,15 @@ class PointerDurable(Check, kind="pointer_durable"):
                                f"filesystem's {first['op']}), and {first['changed']} change(s) under it followed while "
                                f"it still did ({what}): a crash in between resumes from a checkpoint still being "
                                f"written", **figures)
+        proven = [r for r in rewritten if r["durable_t"] is not None]
+        if proven:
+            first = proven[0]
+            return self.failed(f"'{name}' named {first['path']} while it was being rewritten in place: the save of "
+                               f"step {first['step']} {_where(first)} {first['t'] - t0:.2f} s into the run, while "
+                               f"'{name}' named it (since its move {first['move_t'] - t0:.2f} s into the run), and "
+                               f"wrote its files there (ckpt_durable {first['durable_t'] - first['t']:+.2f} s) before "
+                               f"'{name}' named anything else: a crash in between resumes from a torn checkpoint",
+                               **figures)
         if self.config.require_fsync:
             if order is None:
                 return self.inconclusive(f"require_fsync needs the checkpoint filesystem's own record of its fsyncs "
@@ -115,6 +136,17 @@ class PointerDurable(Check, kind="pointer_durable"):
                                    f"{first['unsynced']} of its files were written since their last fsync "
                                    f"({', '.join(first.get('unsynced_files') or [])}): only in the page cache",
                                    **figures)
+        if rewritten:
+            first = rewritten[0]
+            more = f"; {len(rewritten)} saves wrote the checkpoint '{name}' named" if len(rewritten) > 1 else ""
+            return self.inconclusive(f"'{name}' named {first['path']} when the save of step {first['step']} "
+                                     f"{_where(first)} {first['t'] - t0:.2f} s into the run (named since its move "
+                                     f"{first['move_t'] - t0:.2f} s into the run{more}): a save written in place "
+                                     f"(torch.save to one fixed path) leaves '{name}' naming a torn checkpoint until "
+                                     f"it ends, and the watch looks only when '{name}' moves; whether it wrote in "
+                                     f"place or into a temporary renamed over the path, only the slow-storage mount's "
+                                     f"record of every change can tell (or write each save to a new path, then move "
+                                     f"'{name}')", **figures)
         late = [m for m in moves if isinstance(m.get("lag_s"), (int, float)) and m["lag_s"] > self.config.max_lag_s
                 and not (order is not None and _unchanged_until_look(m, order))]
         if late:
@@ -142,7 +174,7 @@ class PointerDurable(Check, kind="pointer_durable"):
                                          f"looked at (first: onto {first['name']} {first['t'] - t0:.2f} s into the "
                                          f"run, by its {first['op']}; two moves inside one poll): their targets were "
                                          f"not judged whole", **figures)
-        unseen = self._unseen(outcome, moves)
+        unseen = self._unseen(outcome, moves, cwd)
         if unseen:
             return self.inconclusive(f"the workload committed {', '.join(unseen[:4])} but '{name}' was never seen "
                                      f"naming it after that save began (two moves inside one poll of the watch, or a "
@@ -184,26 +216,32 @@ class PointerDurable(Check, kind="pointer_durable"):
         return order, ""
 
     @staticmethod
-    def _unseen(outcome: RunOutcome, moves: list[Any]) -> list[str]:
+    def _unseen(outcome: RunOutcome, moves: list[Any], cwd: str | None) -> list[str]:
         """Committed checkpoints the pointer should have been seen naming, after their save began, and was not. A
         pointer that is itself a checkpoint (it names itself) answers for its own commits; one that names entries
         answers for every commit of an entry beside it."""
         h = outcome.history
         pointer = str(moves[0].get("pointer"))
         self_named = all(str(m.get("target")) == pointer for m in moves)
-        root = os.path.realpath(Path(str(moves[0].get("path"))).parent)
+        folder = str(Path(str(moves[0].get("path"))).parent)
         out: set[str] = set()
         for commit in h.of("ckpt_commit"):
             raw = commit.get("path")
-            path = Path(str(raw or ""))
-            if not raw or os.path.realpath(path.parent) != root:
-                continue  # a checkpoint in another directory: no pointer here names it
-            if self_named and path.name != pointer:
+            if not raw:
                 continue
-            begins = [b.t for b in h.of("ckpt_begin") if b.get("path") == raw and b.t <= commit.t]
+            entry = os.path.basename(os.path.normpath(str(raw)))
+            if self_named and entry != pointer:
+                continue
+            beside = _spellings(os.path.join(folder, entry))
+            # A relative path is the workload's, resolved where it ran, not where the harness runs: taken as the
+            # harness's, the commit lands in another directory and drops out unjudged (issue 56 item 5).
+            if not _may_name(str(raw), beside, cwd, folder):
+                continue  # a checkpoint in another directory: no pointer here names it
+            begins = [b.t for b in h.of("ckpt_begin") if b.t <= commit.t and b.get("path")
+                      and (b.get("path") == raw or _may_name(str(b.get("path")), beside, cwd, folder))]
             since = max(begins) if begins else float("-inf")
-            if not any(Path(str(m.get("target"))).name == path.name and m.t >= since for m in moves):
-                out.add(path.name)
+            if not any(Path(str(m.get("target"))).name == entry and m.t >= since for m in moves):
+                out.add(entry)
         return sorted(out)
 
 
@@ -224,3 +262,176 @@ def _unchanged_until_look(move: Any, order: list[dict[str, Any]]) -> bool:
         return False
     last = max(named, key=lambda o: o["e"])
     return last["changed"] == 0 and isinstance(last.get("target"), str) and _looked_at(move, last, order)
+
+
+def _where(save: dict[str, Any]) -> str:
+    """How a save met the named checkpoint, for a verdict's reason: began (or, with no begin, committed) at it, at a
+    path inside it, or at a directory that holds it."""
+    at, named = os.path.normpath(save["at"]), os.path.normpath(save["path"])
+    if at == named:
+        return f"{save['how']} there" + (" (no ckpt_begin reported)" if save["how"] == "committed" else "")
+    return f"{save['how']} at {save['at']} ({'inside it' if _under(at, named) else 'which holds it'}"  + \
+        (", no ckpt_begin reported)" if save["how"] == "committed" else ")")
+
+
+def _workload_cwd(outcome: RunOutcome) -> str | None:
+    """The workload's working directory where the experiment names it (workload.cwd, ``{run_dir}`` substituted, as
+    the launch resolves it); None: the harness does not know where it ran (the harness's own directory then, or a
+    container's, or a node's)."""
+    cwd = getattr(getattr(outcome.experiment, "workload", None), "cwd", None)
+    if not isinstance(cwd, str) or not cwd:
+        return None
+    from chaos.runtime.launch import with_run_dir
+
+    return os.path.abspath(os.path.expanduser(with_run_dir(cwd, outcome.run_dir)))
+
+
+def _spellings(path: str) -> set[str]:
+    """A path the harness wrote (a move's target), as compared: resolved (links, ``..``) as the pointer's target and a
+    commit's path always were, and as spelled (a link resolved now may have led elsewhere during the run)."""
+    return {os.path.realpath(path), os.path.normpath(os.path.abspath(path))}
+
+
+def _under(inner: str, outer: str) -> bool:
+    """``inner`` lies strictly inside ``outer`` (both normalized absolute paths)."""
+    return inner != outer and inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _related(a: str, b: str, inside: bool, around: bool) -> bool:
+    """``a`` is ``b``, or (``inside``) lies inside it, or (``around``) holds it."""
+    return a == b or (inside and _under(a, b)) or (around and _under(b, a))
+
+
+def _may_name(raw: str, where: set[str], cwd: str | None, folder: str, *, inside: bool = False,
+              around: bool = False) -> bool:
+    """Whether ``raw``, a path the workload wrote, may name ``where`` (one path's ``_spellings``), or with ``inside``
+    a path inside it, or with ``around`` a directory that holds it. An absolute path is resolved as the harness's
+    own; a relative one where the workload resolved it: against its working directory when the experiment names it,
+    and against the checkpoint directory ``folder`` (CHAOS_CKPT_DIR: a script that reports 'step_000040' most likely
+    means the entry there); where the working directory is not known, it may name any path it ends with (and, with
+    ``inside``/``around``, any path its first components end, or any directory it ends). Never against the harness's
+    own directory: that is where the harness runs, not where the workload did."""
+    def near(spelled: set[str]) -> bool:
+        return any(_related(s, w, inside, around) for s in spelled for w in where)
+
+    if os.path.isabs(raw):
+        return near(_spellings(raw))
+    if any(near(_spellings(os.path.join(base, raw))) for base in (cwd, folder) if base):
+        return True
+    if cwd is not None:
+        return False
+    tail = os.path.normpath(raw).split(os.sep)
+    while tail and tail[0] == os.pardir:
+        tail = tail[1:]  # up from an unknown directory: still an unknown directory
+    if not tail or tail == [os.curdir]:
+        return True
+    n = len(tail)
+    for w in where:
+        parts = [c for c in w.split(os.sep) if c]
+        if parts[-n:] == tail:
+            return True
+        if around and any(parts[end - n:end] == tail for end in range(n, len(parts))):
+            return True  # a directory above the target, spelled from an unknown directory
+        if inside and any(tail[:k] == parts[-k:] for k in range(1, min(n, len(parts) + 1))):
+            return True  # a path under the target, spelled from the directory that holds it
+    return False
+
+
+def _names_exactly(raw: str, where: set[str], cwd: str | None, *, inside: bool = False) -> bool:
+    """``raw`` certainly names ``where`` (with ``inside``, or a path inside it): absolute, or relative to the
+    workload's known working directory."""
+    if not os.path.isabs(raw):
+        if cwd is None:
+            return False
+        raw = os.path.join(cwd, raw)
+    return any(_related(s, w, inside, False) for s in _spellings(raw) for w in where)
+
+
+def _not_whole(outcome: RunOutcome, where: set[str], since: float, until: float, cwd: str | None) -> bool:
+    """The harness's own evidence that the checkpoint at ``where`` was not whole some time in [since, until]: its
+    corrupt-checkpoint fault struck it (chaos.faults.corrupt_checkpoint: ``details.path`` the entry, ``file`` the
+    file it damaged), or the witness's ``ckpt_verify`` of it found it broken. A rank's ``ckpt_reject`` is only its
+    word."""
+    for fault in outcome.faults:
+        if fault.kind != "corrupt-checkpoint" or not fault.injected or fault.t_inject is None \
+                or fault.details.get("mode") == "break-latest" or not since <= fault.t_inject <= until:
+            continue
+        struck = [str(fault.details[k]) for k in ("path", "file") if fault.details.get(k)]
+        if any(_related(s, w, True, True) for raw in struck if os.path.isabs(raw) for s in _spellings(raw)
+               for w in where):
+            return True
+    return any(r.get("source") == "harness" and r.get("ok") is False and since <= r.t <= until and r.get("path")
+               and _names_exactly(str(r.get("path")), where, cwd, inside=True)
+               for r in outcome.history.of("ckpt_verify"))
+
+
+def _rewritten_while_named(outcome: RunOutcome, moves: list[Any], cwd: str | None) -> list[dict[str, Any]]:
+    """Saves that wrote the checkpoint the pointer named at that moment (issue 56 item 2): a manager that saves to one
+    fixed path (``torch.save(state, dir / "model.pt")``) and rewrites the pointer with the same name after each save
+    leaves it naming the file all through the next overwrite, and the watch, which looks when the pointer moves, sees
+    it only whole. A save writes the named checkpoint where its ``ckpt_begin`` path is the named target, lies inside
+    it (a file in a named directory) or holds it (the checkpoint directory of a named file); a save the workload
+    reports no begin of (same attempt and step) is its ``ckpt_commit`` at such a path, where the pointer named that
+    path before the save (from the previous commit of its attempt, or the attempt's start, on), not only by the move
+    the save itself made. Each with ``durable_t`` where the save says it wrote its files at that path or inside it
+    (``ckpt_durable``) while the pointer still named it: then it was rewritten in place, not replaced by a rename,
+    and that is proof.
+
+    Left out: a pointer that is itself the checkpoint (it names itself: every rewrite changes it, and each is a move
+    the watch looks at), and a save over a named target the workload rejected after the pointer named it when the
+    harness's own evidence shows it was not whole (its corruption struck it, or the witness found it broken): a
+    crash during the save resumes from what the pointer already named, a checkpoint refused as not whole."""
+    h = outcome.history
+    pointer = str(moves[0].get("pointer"))
+    folder = str(Path(str(moves[0].get("path"))).parent)
+    ordered = sorted(moves, key=lambda m: m.t)
+    begins, commits = h.of("ckpt_begin"), h.of("ckpt_commit")
+    rejects, durables = h.of("ckpt_reject"), h.of("ckpt_durable")
+    starts = _attempt_starts(h)
+
+    def named_at(t: float) -> Any:
+        return next((m for m in reversed(ordered) if m.t <= t), None)
+
+    def writes(raw: Any, move: Any) -> bool:
+        return bool(move is not None and raw and move.get("path") and str(move.get("target")) != pointer
+                    and _may_name(str(raw), _spellings(str(move.get("path"))), cwd, folder, inside=True, around=True))
+
+    saves: list[tuple[Any, float, Any, str]] = []  # (the save's record, when it began at the latest, the move, how)
+    for begin in begins:
+        move = named_at(begin.t)
+        if writes(begin.get("path"), move):
+            saves.append((begin, begin.t, move, "began"))
+    begun = {(b.get("attempt"), b.get("step")) for b in begins}
+    for commit in commits:
+        if (commit.get("attempt"), commit.get("step")) in begun:
+            continue  # judged by its begin
+        before = [c.t for c in commits if c.get("attempt") == commit.get("attempt")
+                  and c.get("step") != commit.get("step") and c.t < commit.t]
+        since = max(before) if before else starts.get(str(commit.get("attempt")), float("-inf"))
+        since = min(since, commit.t)
+        during = [m for m in (named_at(since),) if m is not None] + [m for m in ordered if since < m.t <= commit.t]
+        if during and during[-1].t > since and writes(commit.get("path"), during[-1]):
+            during = during[:-1]  # the save's own move onto what it wrote
+        move = next((m for m in reversed(during) if writes(commit.get("path"), m)), None)
+        if move is not None:
+            saves.append((commit, max(since, move.t), move, "committed"))
+
+    out: list[dict[str, Any]] = []
+    done: set[tuple[Any, ...]] = set()
+    for save, began, move, how in sorted(saves, key=lambda s: s[0].t):
+        where = _spellings(str(move.get("path")))
+        if any(move.t <= r.t <= save.t and r.get("path") and _names_exactly(str(r.get("path")), where, cwd)
+               for r in rejects) and _not_whole(outcome, where, move.t, save.t, cwd):
+            continue
+        key = (save.get("attempt"), save.get("step"), move.t)
+        if key in done:
+            continue  # each rank's begin of the same save
+        done.add(key)
+        durable = [d.t for d in durables if d.t >= began and d.get("step") == save.get("step")
+                   and d.get("attempt") == save.get("attempt") and d.get("path")
+                   and _names_exactly(str(d.get("path")), where, cwd, inside=True)
+                   and all(m.get("path") and _spellings(str(m.get("path"))) & where
+                           for m in ordered if began < m.t <= d.t)]  # named all the while it wrote
+        out.append({"path": str(move.get("path")), "step": save.get("step"), "t": save.t, "move_t": move.t,
+                    "at": str(save.get("path")), "how": how, "durable_t": min(durable) if durable else None})
+    return out

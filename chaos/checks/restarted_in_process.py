@@ -79,7 +79,8 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
                            "are no ranks to hold to it")
             return self.inconclusive, figs
         # A process is (host, pid): the harness names the node it spawned a worker on, a worker's records the host
-        # the harness gave it (CHAOS_HOST); pids repeat across nodes.
+        # the history placed them on (the harness's name for the node, whatever the process wrote: History.node_of);
+        # pids repeat across nodes.
         exits = {(str(r.get("node")), r.get("worker_pid")): r.t for r in h.of("worker_exit")}
         alive: dict[tuple[str, Any], Any] = {}
         for r in spawns:

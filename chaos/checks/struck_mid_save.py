@@ -10,7 +10,9 @@ step and path yet, and none came afterwards in that attempt.
 ``phase: staged`` judges the phase before the write instead (an asynchronous save, chaos.sdk ``ckpt_staged``):
 the kill struck after the newest ``ckpt_staged`` of its attempt and before that save's writer began (its
 ``ckpt_begin``), and the save never committed in that attempt: the state existed only as the staged copy in
-memory, and the resume must not find any of it.
+memory, and the resume must not find any of it. A missing begin counts only from a workload seen to report its
+writers' begins (each staged save it committed before the kill carries one); and a struck rank must have staged the
+save itself, unless the workload is seen to stage every save on rank 0 alone (Lightning saves on global rank 0 only).
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class StruckMidSave(Check, kind="struck_mid_save"):
             failed, figures = self.judge_each(faults, lambda fault: self._judge_staged(fault, outcome))
             if failed:
                 return failed
+            unproven = [f"{k}: {v['unproven']}" for k, v in figures.items() if v.get("unproven")]
+            if unproven:
+                return self.inconclusive("; ".join(unproven), **figures)
             return self.passed("; ".join(f"{k} struck {v['into_save_s']} s after the step-{v['step']} state was staged "
                                          f"in attempt {v['attempt']}, before its writer began; that save never "
                                          f"committed" for k, v in figures.items()), **figures)
@@ -80,10 +85,15 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         # The struck ranks staged it themselves (the copy they held is what the kill lost), where the fault names them.
         struck = fault.details.get("ranks")
         if isinstance(struck, list) and struck and all(isinstance(r, int) for r in struck):
-            unstaged = sorted(set(struck) - {r.rank for r in staged if r.get("step") == step})
-            if unstaged:
+            stagers = {r.rank for r in staged if r.get("step") == step}
+            unstaged = sorted(set(struck) - stagers)
+            # A stack that stages once for all ranks (Lightning saves on global rank 0 only) holds the copy on rank 0,
+            # and a kill of any rank takes the job down with it: only where the history shows that of every save.
+            if unstaged and 0 in stagers and _stages_on_rank_0_alone(h, t, attempt, step, unstaged):
+                figs["staged_for_all_by_rank_0"] = unstaged
+            elif unstaged:
                 return (f"rank(s) {unstaged} it struck had not staged the step-{step} save (only "
-                        f"{sorted({r.rank for r in staged if r.get('step') == step})} had)"), figs
+                        f"{sorted(stagers)} had)"), figs
         # Any begin of that save in the attempt up to the kill: its writer had begun, whatever order the ranks' and the
         # writer's events came in (a writer thread may begin before the staging is reported).
         begun = [r for r in h.of("ckpt_begin", attempt=attempt) if r.step == step and r.t <= t]
@@ -98,6 +108,11 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         if _loaded_whole(h, attempt, step, "", t) is not None:
             return (f"it struck {figs['into_save_s']} s after the step-{step} state was staged, but that save reached "
                     f"disk: the next attempt loaded it, verified whole"), figs
+        # No begin is proof the writer had not begun only from a workload seen to report its writers' begins: one
+        # that never does (ckpt_staged and ckpt_commit alone) may have been tearing the file when the kill struck.
+        unshown = _begins_unreported(h, t)
+        if unshown:
+            figs["unproven"] = unshown
         return None, figs
 
     @staticmethod
@@ -144,6 +159,42 @@ class StruckMidSave(Check, kind="struck_mid_save"):
                     f"load (the kill came between its last write and its ckpt_commit; shorten the trigger's "
                     f"delay_s, or widen the write window with a save delay)"), figs
         return None, figs
+
+
+def _begins_unreported(h: Any, t: float) -> str:
+    """Why the workload is not seen to report its writers' begins ("" where it is): each staged save it committed
+    before ``t`` must carry a ``ckpt_begin`` of its attempt and step before its commit, and there must be one."""
+    commits = [c for c in h.of("ckpt_commit") if c.t <= t]
+    saves = {(str(c.attempt), c.step): c for s in h.of("ckpt_staged") if s.t <= t
+             for c in commits if str(c.attempt) == str(s.attempt) and c.step == s.get("step") and c.t >= s.t}
+    if not saves:
+        return ("the workload does not report its writers' begins: no save it staged committed before the kill, so "
+                "nothing shows that a writer which had begun would have said so (its ckpt_begin), and the missing "
+                "begin of the struck save proves nothing")
+    begins = h.of("ckpt_begin")
+    unbegun = sorted(step for (attempt, step), c in saves.items()
+                     if not any(b.step == step and str(b.attempt) == attempt and b.t <= c.t for b in begins))
+    if unbegun:
+        return (f"the workload does not report its writers' begins: its staged save(s) of step(s) "
+                f"{', '.join(map(str, unbegun))} committed without a ckpt_begin, so the struck save's missing begin "
+                f"proves nothing (report ckpt_begin when the writer starts)")
+    return ""
+
+
+def _stages_on_rank_0_alone(h: Any, t: float, attempt: str, step: int, unstaged: list[int]) -> bool:
+    """The workload stages each save on rank 0 alone, for all ranks: no rank but 0 ever reported a ``ckpt_staged``,
+    and each of ``unstaged`` trained past an earlier save that rank 0 staged before ``t`` (it lived through that
+    save and did not stage it: not a rank that was merely slower to stage the struck one). The history cannot tell
+    this from a sharded save whose every rank stages while only rank 0 reports it: there a struck rank 1 is credited
+    as staged when it may have been mid-copy. The save never committing and the resume finding none of it is judged
+    the same either way."""
+    staged = h.of("ckpt_staged")
+    if any(r.rank != 0 for r in staged):
+        return False
+    earlier = [r for r in staged if r.t <= t and not (str(r.attempt) == attempt and r.get("step") == step)]
+    steps = [r for r in h.of("step") if r.source != "output" and isinstance(r.get("step"), int)]
+    return all(any(q.rank == rank and str(q.attempt) == str(s.attempt) and q.step > s.get("step") and q.t >= s.t
+                   for s in earlier for q in steps) for rank in unstaged)
 
 
 def _loaded_whole(h: Any, attempt: str, step: int, path: str, t: float) -> Any:

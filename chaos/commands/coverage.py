@@ -15,6 +15,7 @@ from chaos.errors import ExperimentError, UsageError
 from chaos.gate.cell import VERDICT_TEXT, Cell
 from chaos.gate.coverage import cell_experiment, describe_gate, label, run_coverage
 from chaos.gate.matrix import Coverage
+from chaos.report.console import make_console
 from chaos.report.metrics import check_textfile
 from chaos.spec.load import load_experiment
 
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def coverage(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = make_console()
     try:
         exp = load_experiment(args.plan)
     except ExperimentError as exc:

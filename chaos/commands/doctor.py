@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from rich.console import Console
-
 from chaos.probes.base import run_probes
+from chaos.report.console import make_console
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([{"probe": p.name, "ok": r.ok, "detail": r.detail, "fix": r.fix, "used_for": p.summary}
                           for p, r in results], indent=2))
     else:
-        console = Console(highlight=False)
+        console = make_console()
         for p, r in results:
             mark = "[green]ok[/]  " if r.ok else "[red]no[/]  "
             console.print(f"{mark}[bold]{p.name:<9}[/] {r.detail}  [dim]({p.summary})[/]")

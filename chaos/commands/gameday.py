@@ -14,6 +14,7 @@ from rich.table import Table
 
 from chaos.commands.report import write_html
 from chaos.report import metrics
+from chaos.report.console import make_console
 from chaos.report.journal import Journal
 from chaos.errors import ExperimentError, UsageError
 from chaos.spec.experiment import Experiment
@@ -57,7 +58,7 @@ def load_plan(path: str) -> Experiment:
 
 
 def gameday(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = make_console()
     exp = load_plan(args.plan)
     runs_root = Path(args.runs_dir)
     if args.dry_run:

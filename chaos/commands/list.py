@@ -10,6 +10,7 @@ from rich.console import Console
 
 from chaos.spec.mixes import MIXES, play, play_cause
 from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS
+from chaos.report.console import make_console
 
 _REGISTRIES = {"faults": FAULTS, "checks": CHECKS, "triggers": TRIGGERS, "targets": TARGETS}
 
@@ -66,7 +67,7 @@ def _mixes(console: Console) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = make_console()
     if args.what == "mixes":
         return _mixes(console)
     for kind, summary, fields in describe(args.what):

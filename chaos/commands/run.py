@@ -10,6 +10,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
+from chaos.report.console import make_console
 from chaos.report.journal import Journal
 from chaos.report.baseline import Comparison, absent, by_experiment, compare, load_baseline, markdown_summary
 from chaos.commands.validate import experiment_files
@@ -40,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    console = Console(highlight=False)
+    console = make_console()
     files = experiment_files(args.paths)
     # Validate everything first: a typo in the last file should not cost the first file's run.
     experiments = []

@@ -107,6 +107,10 @@ def _store_address(value: Any) -> bool:
     return bool(host) and port.isdigit()
 
 
+LIFE_SLACK_S = 1.0
+"""How far outside a worker's recorded life a record placed by its pid alone may fall (``History.node_of``)."""
+
+
 def _t(r: Record) -> float:
     return r.get("t", 0.0)
 
@@ -119,10 +123,83 @@ class History:
     malformed: list[str] = field(default_factory=list)
     """Workload lines left out of the history because they broke the protocol (see ``record_problem``)."""
     relabel: dict[tuple[str, int], str] = field(default_factory=dict)
-    """(host, pid) -> the attempt that process really belonged to, where it reported another (see ``align_attempts``)."""
+    """(node, pid) -> the attempt of the round the harness saw that process in (see ``align_attempts``): one entry
+    per worker the harness saw spawn, keyed by the harness's own name for its node."""
+    _pid_nodes: dict[int, set[str]] = field(default_factory=dict, init=False, repr=False)
+    """pid -> the nodes the harness saw a worker of that pid spawn on (see ``node_of``)."""
+    _node_pids: dict[str, set[int]] = field(default_factory=dict, init=False, repr=False)
+    """node -> the pids of the workers the harness saw spawn on it."""
+    _written: dict[int, set[str]] = field(default_factory=dict, init=False, repr=False)
+    """pid -> every ``host`` the workload's records of that pid wrote (as written)."""
+    _lives: dict[tuple[str, int], list[tuple[float, float]]] = field(default_factory=dict, init=False, repr=False)
+    """(node, pid) -> when each worker of that pid on that node lived, from the harness's spawn and exit records."""
 
     def __post_init__(self) -> None:
         self.records = sorted((record(r) for r in self.records), key=_t)
+        for node, pid in self.relabel:
+            self._spawned(node, pid)
+        for r in self.records:
+            self._note_host(r)
+        self._index_lives()
+
+    def _index_lives(self) -> None:
+        """Each worker's life: from its process's start (``started``, on its node's clock as its records are; the
+        spawn record's own time where a history has no start) to the harness's record of its exit (open while it
+        ran on)."""
+        lives: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
+        for r in self.records:
+            if r.get("source") != "harness" or not isinstance(r.get("worker_pid"), int):
+                continue
+            key = (str(r.get("node")), r["worker_pid"])
+            if r.get("ev") == "worker_spawn":
+                started = r.get("started")
+                lives[key].append((started if isinstance(started, (int, float)) else _t(r), float("inf")))
+            elif r.get("ev") == "worker_exit" and lives[key] and lives[key][-1][1] == float("inf"):
+                lives[key][-1] = (lives[key][-1][0], _t(r))
+        self._lives = dict(lives)
+
+    def _spawned(self, node: str, pid: int) -> None:
+        self._pid_nodes.setdefault(pid, set()).add(node)
+        self._node_pids.setdefault(node, set()).add(pid)
+
+    def _note_host(self, r: Record) -> None:
+        if r.get("source") != "harness" and isinstance(r.get("pid"), int):
+            self._written.setdefault(r["pid"], set()).add(str(r.get("host_reported", r.get("host"))))
+
+    def node_of(self, host: str, pid: Any, t: float | None = None) -> str | None:
+        """The harness's name for the node of the worker that wrote ``host`` and ``pid``, where it can be proven.
+
+        A rank that speaks the protocol through chaos.sdk writes the harness's node name (CHAOS_HOST), but a
+        user's script that writes the records by hand fills ``host`` with ``socket.gethostname()``: on the local
+        Slurm cluster every node shares the machine's hostname, and on real clusters a node's scheduler name and
+        its hostname often differ (short against fully qualified, Slurm's NodeName against NodeHostname). The pid
+        is what the harness and the process agree on. A record belongs to the worker the harness saw spawn with
+        that pid on the node its host names; under another name, to the one node the harness saw a worker of that
+        pid on, where the name is that node's as its own processes write it: the process wrote no other name (one
+        process, one hostname), every other worker of that node that wrote a name other than the harness's wrote
+        the same one, it is not the harness's name of another node, and the record (written at ``t``) falls in the
+        life of a worker of that pid on that node. Anything else could be another machine's process whose pid
+        collides (a pid the harness saw on two nodes, pods with PID namespaces of their own, a worker the harness
+        never saw writing as a pid it saw elsewhere, before or after): not guessed (None), so the record keeps
+        what it wrote."""
+        if (host, pid) in self.relabel:
+            return host
+        nodes = self._pid_nodes.get(pid) if isinstance(pid, int) else None
+        if nodes is None or len(nodes) != 1 or host in self._node_pids:
+            return None
+        node = next(iter(nodes))
+        if self._written.get(pid, set()) != {host}:
+            return None
+        for other in self._node_pids[node]:
+            names = self._written.get(other, set()) - {node}
+            if names and names != {host}:
+                return None
+        # The process's start is read from the kernel to the boot time's whole second, and its exit is the harness's
+        # record of it, on the harness's clock: a second either way.
+        lives = self._lives.get((node, pid), [])
+        if t is None or not any(lo - LIFE_SLACK_S <= t <= hi + LIFE_SLACK_S for lo, hi in lives):
+            return None
+        return node
 
     @classmethod
     def from_run_dir(cls, run_dir: str | os.PathLike[str]) -> "History":
@@ -137,7 +214,10 @@ class History:
     def add(self, records: Iterable[Record | dict[str, Any]]) -> list[Record]:
         """Take new records (typed on the way in); returns them as the history holds them, in the
         order given: relabelled to their round's attempt where the harness knows better."""
-        new = [self._relabeled(record(r)) for r in records]
+        typed = [record(r) for r in records]
+        for r in typed:
+            self._note_host(r)
+        new = [self._relabeled(r) for r in typed]
         if not new:
             return new
         ordered = sorted(new, key=_t)
@@ -150,18 +230,30 @@ class History:
         return new
 
     def _relabeled(self, r: Record) -> Record:
+        """``r`` placed where the harness saw its process: on its node (``host``, the written one kept as
+        ``host_reported``) and in its round (``attempt``, likewise), judged afresh from what the process wrote."""
         if not self.relabel or r.get("source") == "harness":
             return r
-        label = self.relabel.get((str(r.get("host")), r.get("pid")))  # type: ignore[arg-type]
-        return r.relabeled(label) if label is not None and r.get("attempt") != label else r
+        written = r.as_written()
+        node = self.node_of(str(written.get("host")), written.get("pid"), _t(written))
+        if node is None:
+            # A process the harness never saw, or one it can no longer tell apart (its pid seen on a second node
+            # since): as written. The ranks' own rounds (``reported_rounds``) may still place it.
+            return written if "host_reported" in r else r
+        placed = written.on_node(node) if str(written.get("host")) != node else written
+        label = self.relabel[(node, written["pid"])]
+        placed = placed.relabeled(label) if placed.get("attempt") != label else placed
+        return r if placed == r else placed
 
-    def set_attempt(self, host: str, pid: int, attempt: str) -> None:
-        """Record that process ``pid`` on ``host`` belonged to ``attempt``, and relabel what it already wrote."""
-        if self.relabel.get((host, pid)) == attempt:
+    def set_attempt(self, node: str, pid: int, attempt: str) -> None:
+        """Record that the worker ``pid`` the harness saw on ``node`` belonged to ``attempt``, and place what it
+        already wrote (whatever host it wrote: ``node_of``)."""
+        if self.relabel.get((node, pid)) == attempt:
             return
-        self.relabel[(host, pid)] = attempt
+        self.relabel[(node, pid)] = attempt
+        self._spawned(node, pid)
         for i, r in enumerate(self.records):
-            if r.get("pid") == pid and str(r.get("host")) == host:
+            if r.get("pid") == pid:
                 self.records[i] = self._relabeled(r)
 
     def align_attempts(self) -> None:
@@ -184,8 +276,13 @@ class History:
         reload, ``0.0#1``, and a check would read the requeued job's ``final`` as the preempted one's).
         """
         labelled_then = [r.get("attempt") for r in self.records]  # index-aligned: relabelling replaces in place
+        self._index_lives()
         for spawn, label in self.round_labels():
             self.set_attempt(str(spawn.get("node")), spawn["worker_pid"], label)
+        # Every record placed again now that all of them are in: a record placed live under a name its process
+        # later contradicted (``node_of``: one process writes one name) is placed no more.
+        for i, r in enumerate(self.records):
+            self.records[i] = self._relabeled(r)
         windows = self.reported_rounds()
         if windows:  # one pass over the records, however many ranks
             starts = {key: [t for t, _ in w] for key, w in windows.items()}

@@ -50,8 +50,8 @@ HARNESS_KINDS = frozenset({
 })
 RESERVED_SOURCES = frozenset({"harness", "output"})
 """``source`` values only the harness sets: its own records, and steps it read from the workload's output."""
-RESERVED_FIELDS = frozenset({"attempt_reported"})
-"""Fields only the harness sets on a workload's record (``Record.relabeled``)."""
+RESERVED_FIELDS = frozenset({"attempt_reported", "host_reported"})
+"""Fields only the harness sets on a workload's record (``Record.relabeled``, ``Record.on_node``)."""
 
 
 class ProtocolError(ValueError):
@@ -211,6 +211,23 @@ class Record(Mapping[str, Any]):
         fields = dict(self._data)
         fields.setdefault("attempt_reported", fields.get("attempt"))
         fields["attempt"] = attempt
+        return type(self)(fields)
+
+    def on_node(self, node: str) -> "Record":
+        """This record as written on the harness's node ``node``, keeping the host it wrote as ``host_reported``."""
+        fields = dict(self._data)
+        fields.setdefault("host_reported", fields.get("host"))
+        fields["host"] = node
+        return type(self)(fields)
+
+    def as_written(self) -> "Record":
+        """This record with the host and attempt its process wrote (what ``on_node`` and ``relabeled`` kept)."""
+        if "host_reported" not in self._data and "attempt_reported" not in self._data:
+            return self
+        fields = dict(self._data)
+        for name in ("host", "attempt"):
+            if f"{name}_reported" in fields:
+                fields[name] = fields.pop(f"{name}_reported")
         return type(self)(fields)
 
 

@@ -73,6 +73,13 @@ class Groups:
             lines.setdefault((p.group, p.rank), []).append(p)
         return [(a, b) for line in lines.values() for a, b in zip(line, line[1:])]
 
+    def size(self, group: int) -> int:
+        """How many ranks the group trains with, as proven: the distinct ranks of the processes the harness saw spawn
+        in it, and 1 where it saw none. A down group's credit is this many batches, so a rank's own word must not
+        raise it: a record of a process the harness never saw, naming a group and a rank, would excuse a real gap."""
+        watched = [p for p in self.of_group(group) if p.spawned is not None]
+        return max(1, len({p.rank for p in watched if p.rank is not None}))
+
     def of_group(self, group: int) -> list[Process]:
         return sorted((p for p in self.processes.values() if p.group == group), key=lambda p: p.began or 0.0)
 

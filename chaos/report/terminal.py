@@ -10,6 +10,7 @@ from rich.table import Table
 
 from chaos.evidence.outcome import look, run_verdict
 from chaos.evidence.recovery import FIGURES, SLURM_FIGURES, describe_landing
+from chaos.report.console import make_console
 
 if TYPE_CHECKING:
     from chaos.evidence.outcome import RunReport
@@ -53,7 +54,7 @@ def summary_text(report: "RunReport") -> str:
 
 
 def print_report(report: "RunReport", console: Console | None = None) -> None:
-    console = console or Console(stderr=False, highlight=False)
+    console = console or make_console()
     o = report.outcome
     text, style = headline(report)
     word, rest = text.split(" ", 1)

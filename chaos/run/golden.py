@@ -15,9 +15,11 @@ from chaos.spec.experiment import Experiment
 from chaos.evidence.finals import summarize_golden
 from chaos.sdk import DIGEST_VERSION
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 """Part of the cache file's name: a summary cached before the shape last changed (v2 added the
-per-epoch sample order, v3 each committed checkpoint's digest) is not read, the golden run is redone once instead. A cached summary is
+per-epoch sample order, v3 each committed checkpoint's digest, v4 that digest over every file the value scan
+can read: a DCP save in a subfolder, a ``checkpoint.pth.tar``, which the v3 scan passed over and a v4 digest of the
+same state covers) is not read, the golden run is redone once instead. A cached summary is
 read only if its ``digest_version`` is the SDK's ``DIGEST_VERSION`` too (a change of the digest
 scheme changes every digest of the same state): one without it, or with another, is run again."""
 

@@ -384,7 +384,10 @@ class Runner:
                             run.history.set_attempt(m.node, m.pid, label)
                 progress.spawn(labels[w.generation], self.clock.mono() - self._t0,
                                ((m.node, m.rank) for m, _ in self._round_members[w.generation]))
-                run.log("worker_spawn", worker_pid=w.pid, rank=w.rank, node=w.node, attempt=reported,
+                # started: when the process began, on its node's clock as its records' t (History.node_of bounds a
+                # record placed by its pid alone to that worker's life).
+                run.log("worker_spawn", worker_pid=w.pid, started=round(w.create_time, 3), rank=w.rank, node=w.node,
+                        attempt=reported,
                         generation=w.generation, launch=w.launch, **({"independent": True} if independent else {}))
         for key, w in known.items():
             if key not in current:

@@ -11,12 +11,13 @@ from pydantic import BaseModel, ValidationError
 
 from chaos.errors import ExperimentError, Problem
 from chaos.spec.interpreter import TARGETS_WITH_IMAGES
-from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS, suggest
+from chaos.registry import CHECKS, FAULTS, TARGETS, TRIGGERS
 from chaos.spec.configs import TargetConfig
 from chaos.spec.experiment import (COMBINATORS, MAX_TRIGGER_DEPTH, TRIGGER_MODIFIERS, CheckSpec, Experiment,
                                    ExperimentFile, FaultSpec, TriggerModifiers, TriggerSpec)
 from chaos.spec.gate import plan_problems
-from chaos.spec.gameday import Scheduled, draw
+from chaos.spec.problems import Collector, line_index, unknown_field_message
+from chaos.spec.gameday import GamedayConfig, Scheduled, draw
 
 
 MAX_FILE_CHARS = 1_000_000
@@ -60,67 +61,16 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
-def _line_index(node: yaml.Node, path: tuple[Any, ...] = (), out: dict | None = None) -> dict:
-    """Map each YAML path (tuple of keys/indices) to its 1-based line."""
-    out = {} if out is None else out
-    out.setdefault(path, node.start_mark.line + 1)
-    if isinstance(node, yaml.MappingNode):
-        for key_node, value_node in node.value:
-            key = key_node.value
-            out[path + (key,)] = key_node.start_mark.line + 1
-            _line_index(value_node, path + (key,), out)
-    elif isinstance(node, yaml.SequenceNode):
-        for i, item in enumerate(node.value):
-            _line_index(item, path + (i,), out)
-    return out
-
-
-def _fmt_path(path: tuple[Any, ...]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
-
-
-class _Collector:
-    def __init__(self, file: str, lines: dict) -> None:
-        self.file = file
-        self.lines = lines
-        self.problems: list[Problem] = []
-
-    def add(self, path: tuple[Any, ...], message: str) -> None:
-        line = None
-        for i in range(len(path), -1, -1):
-            if path[:i] in self.lines:
-                line = self.lines[path[:i]]
-                break
-        problem = Problem(self.file, line, _fmt_path(path), message)
-        if problem not in self.problems:  # a game day's category override is checked once per drawn fault
-            self.problems.append(problem)
-
-    def add_validation(self, base: tuple[Any, ...], exc: ValidationError) -> None:
-        for err in exc.errors():
-            loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and x.startswith("function-")))
-            self.add(base + loc, _explain(err))
-
-
-def _explain(err: dict[str, Any]) -> str:
-    kind = err.get("type", "")
-    msg = err.get("msg", "invalid")
-    if kind == "extra_forbidden":
-        return "unknown field; remove it or check its spelling (see 'chaos schema')"
-    if kind == "missing":
-        return "required field is missing"
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, "):]
-    inp = err.get("input")
-    if kind not in ("missing",) and isinstance(inp, (str, int, float, bool)) and len(repr(inp)) < 60:
-        return f"{msg} (got {inp!r})"
-    return msg
-
-
 def _model_fields_hint(model: type[BaseModel]) -> str:
     return ", ".join(model.model_fields)
+
+
+def _alone(model: type[BaseModel], raw: Any) -> Any:
+    """``raw`` validated as ``model`` where it is valid, else None (its errors are already reported)."""
+    try:
+        return model.model_validate(raw)
+    except (ValidationError, RecursionError):
+        return None
 
 
 def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
@@ -155,41 +105,56 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         raise ExperimentError([Problem(file, line, "", f"not valid YAML: {problem}")]) from None
     except RecursionError:
         raise ExperimentError([Problem(file, None, "", "YAML nesting is too deep")]) from None
-    lines = _line_index(node) if node is not None else {}
-    col = _Collector(file, lines)
+    lines = line_index(node) if node is not None else {}
+    col = Collector(file, lines)
     if not isinstance(data, dict):
         col.add((), "an experiment file must be a YAML mapping with at least 'name' and 'workload'")
         raise ExperimentError(col.problems)
+    top: ExperimentFile | None = None
+    refused: set[Any] = set()
     try:
         top = ExperimentFile.model_validate(data)
     except ValidationError as exc:
-        col.add_validation((), exc)
-        raise ExperimentError(col.problems) from None
+        # Reported, and the sections below are still validated from the file as written: a misspelled
+        # workload field must not hide a bad target, fault, trigger or check further down (one run of
+        # 'chaos validate' shows every problem). Only what needs the whole file valid (a game day's draw,
+        # the checks across sections at the end) waits for the next run.
+        col.add_validation((), exc, ExperimentFile, "the experiment file")
+        refused = {err["loc"][0] for err in exc.errors() if err["loc"]}
     except RecursionError:
         raise ExperimentError([Problem(file, None, "", "the document is nested too deeply")]) from None
 
-    target_kind, target_cfg = _validate_target(top.target, col)
-    raw_faults = top.faults
-    if top.gate is not None:
+    def section(name: str, default: Any) -> Any:  # as validated, or as written where the file did not validate
+        if top is not None:
+            return getattr(top, name)
+        return default if name in refused else data.get(name, default)
+
+    gate = section("gate", None)
+    gameday = top.gameday if top is not None else (
+        None if "gameday" in refused or data.get("gameday") is None else _alone(GamedayConfig, data["gameday"]))
+    target_kind, target_cfg = _validate_target(section("target", "local"), col)
+    raw_faults = section("faults", [])
+    if gate is not None:
         # A coverage plan's fault is there before the gate starts unless it says otherwise.
         raw_faults = [{**f, "trigger": {"before_launch": True}} if isinstance(f, dict) and "trigger" not in f else f
                       for f in raw_faults]
-        if top.gameday is not None:
+        if section("gameday", None) is not None:
             col.add(("gate",), "a file is a coverage plan (gate) or a game day (gameday), not both")
         if not raw_faults:
             col.add(("faults",), "a coverage plan needs faults: the gate is run once under each")
     faults = [_validate_fault(i, f, col) for i, f in enumerate(raw_faults)]
     schedule: list[Scheduled] = []
-    if top.gameday is not None and target_kind:
-        # A torchft job's nodes are its replica groups (rg0, rg1, ...).
-        nodes = getattr(target_cfg, "nodes", None) or getattr(target_cfg, "replica_groups", 1)
-        nodes = nodes if isinstance(nodes, int) else 1
-        min_nodes = getattr(target_cfg, "min_nodes", None)
-        schedule = draw(top.gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
-                        nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes,
-                        min_nodes=min_nodes if isinstance(min_nodes, int) else None)
+    if gameday is not None and target_kind:
+        if top is not None:
+            # A torchft job's nodes are its replica groups (rg0, rg1, ...).
+            nodes = getattr(target_cfg, "nodes", None) or getattr(target_cfg, "replica_groups", 1)
+            nodes = nodes if isinstance(nodes, int) else 1
+            min_nodes = getattr(target_cfg, "min_nodes", None)
+            schedule = draw(gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
+                            nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes,
+                            min_nodes=min_nodes if isinstance(min_nodes, int) else None)
         # Every override is checked, drawn or not: a typo must not wait for the seed that draws its category.
-        for name, override in top.gameday.categories.items():
+        for name, override in gameday.categories.items():
             if override.fault is None:
                 continue
             where = ("gameday", "categories", name, "fault")
@@ -200,14 +165,16 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
         for s in schedule:
             where = ("gameday", "categories", s.category, "fault") if s.overridden else ("gameday",)
             faults.append(_validate_fault(len(faults), s.fault, col, base=where))
-    checks = [_validate_check(i, c, col) for i, c in enumerate(top.checks)]
-    if top.gameday is not None:
+    checks = [_validate_check(i, c, col) for i, c in enumerate(section("checks", []))]
+    if gameday is not None:
         # A game day always says what struck the job, whatever else it checks. What it cost is in its
         # journal's goodput split and summary; the goodput check judges it only against a bound the
         # experiment sets (a goodput check with no bound would pass any goodput).
         listed = {c.kind for c in checks if c is not None}
         if "fault_mix" not in listed:
             checks.append(_validate_check(len(checks), "fault_mix", col))
+    if top is None:
+        raise ExperimentError(col.problems)
     exp = Experiment(
         name=top.name, description=top.description, workload=top.workload,
         target=target_cfg, target_kind=target_kind,
@@ -294,7 +261,7 @@ def _ckpt_dir_problem(value: str) -> str | None:
     return None
 
 
-def _validate_target(raw: Any, col: _Collector) -> tuple[str, TargetConfig]:
+def _validate_target(raw: Any, col: Collector) -> tuple[str, TargetConfig]:
     if isinstance(raw, str):
         raw = {"kind": raw}
     if not isinstance(raw, dict) or "kind" not in raw:
@@ -309,11 +276,11 @@ def _validate_target(raw: Any, col: _Collector) -> tuple[str, TargetConfig]:
     try:
         return kind, cls.Config.model_validate({k: v for k, v in raw.items() if k != "kind"})
     except ValidationError as exc:
-        col.add_validation(("target",), exc)
+        col.add_validation(("target",), exc, cls.Config, f"target '{kind}'")
         return "", TargetConfig()
 
 
-def _validate_fault(i: int, raw: Any, col: _Collector, base: tuple[Any, ...] | None = None) -> FaultSpec | None:
+def _validate_fault(i: int, raw: Any, col: Collector, base: tuple[Any, ...] | None = None) -> FaultSpec | None:
     base = base or ("faults", i)
     if not isinstance(raw, dict):
         col.add(base, "a fault must be a mapping like {kind: kill-rank, rank: 1, trigger: {at_step: 25}}")
@@ -326,27 +293,21 @@ def _validate_fault(i: int, raw: Any, col: _Collector, base: tuple[Any, ...] | N
     if cls is None:
         col.add(base + ("kind",), FAULTS.unknown_message(kind))
         return None
-    fields = {k: v for k, v in raw.items() if k != "kind"}
-    for key in fields:
-        if isinstance(key, str) and key not in cls.Config.model_fields:
-            col.add(base + (key,), f"unknown field for fault '{kind}'; its fields: "
-                    f"{_model_fields_hint(cls.Config)}.{suggest(key, list(cls.Config.model_fields))}")
-    fields = {k: v for k, v in fields.items() if k in cls.Config.model_fields}
+    config = None
+    try:  # unknown fields and bad values alike, in one pass: pydantic collects them all
+        config = cls.Config.model_validate({k: v for k, v in raw.items() if k != "kind"})
+    except ValidationError as exc:
+        col.add_validation(base, exc, cls.Config, f"fault '{kind}'")
     if "trigger" not in raw:
         col.add(base, "missing 'trigger' (when to inject), e.g. trigger: {at_step: 25}")
         return None
     trigger = _validate_trigger(raw["trigger"], base + ("trigger",), col)
-    try:
-        config = cls.Config.model_validate(fields)
-    except ValidationError as exc:
-        col.add_validation(base, exc)
-        return None
-    if trigger is None:
+    if config is None or trigger is None:
         return None
     return FaultSpec(kind=kind, config=config, trigger=trigger, index=i)
 
 
-def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: int = 0) -> TriggerSpec | None:
+def _validate_trigger(raw: Any, path: tuple[Any, ...], col: Collector, depth: int = 0) -> TriggerSpec | None:
     example = "e.g. {at_step: 25}, {after_s: 10}, {on_event: ckpt_begin}, {any: [{at_step: 25}, {after_s: 60}]}"
     if depth > MAX_TRIGGER_DEPTH:
         col.add(path, f"triggers are nested too deeply (at most {MAX_TRIGGER_DEPTH} levels of any/all)")
@@ -360,7 +321,7 @@ def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: i
         mods = TriggerModifiers.model_validate(modifiers)
         ok, delay, times = True, mods.delay_s, mods.times
     except ValidationError as exc:
-        col.add_validation(path, exc)
+        col.add_validation(path, exc, TriggerModifiers, "every trigger")
         ok, delay, times = False, 0.0, None
     named = [k for k in kinds if k in COMBINATORS or (isinstance(k, str) and TRIGGERS.get(k) is not None)]
     flat: dict[str, Any] = {}
@@ -371,8 +332,7 @@ def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: i
         unknown = [k for k in flat if k not in cls.Params.model_fields or k == cls.shorthand]
         for k in unknown:
             fields = [f for f in cls.Params.model_fields if f != cls.shorthand]
-            col.add(path + (k,), f"unknown field for trigger '{named[0]}'; its fields: "
-                                 f"{', '.join(fields) or 'none'}{suggest(str(k), fields)}")
+            col.add(path + (k,), unknown_field_message(str(k), fields, f"trigger '{named[0]}'"))
         if unknown:
             return None
         if isinstance(raw[named[0]], dict):
@@ -413,13 +373,13 @@ def _validate_trigger(raw: Any, path: tuple[Any, ...], col: _Collector, depth: i
     try:
         validated = cls.Params.model_validate(params)
     except ValidationError as exc:
-        col.add_validation(path + (kind,), exc)
+        col.add_validation(path + (kind,), exc, cls.Params, f"trigger '{kind}'")
         return None
     clean = {kind: validated.model_dump(exclude_defaults=False)}
     return TriggerSpec(clean, float(delay), times) if ok else None
 
 
-def _validate_check(i: int, raw: Any, col: _Collector) -> CheckSpec | None:
+def _validate_check(i: int, raw: Any, col: Collector) -> CheckSpec | None:
     base = ("checks", i)
     if isinstance(raw, str):
         raw = {raw: {}}
@@ -441,6 +401,6 @@ def _validate_check(i: int, raw: Any, col: _Collector) -> CheckSpec | None:
     try:
         config = cls.Config.model_validate(fields)
     except ValidationError as exc:
-        col.add_validation(base + (kind,), exc)
+        col.add_validation(base + (kind,), exc, cls.Config, f"check '{kind}'")
         return None
     return CheckSpec(kind=kind, config=config)

@@ -248,6 +248,9 @@ def _missing_capability(text: str) -> str | None:
     """What this host lacks that a refused (exit 2) run needed, or None when it has root and docker."""
     if os.geteuid() != 0:
         return "root"
+    if "no Kubernetes build is cached" in text:
+        # The local cluster's binaries are built once per machine (about 7 CPU-minutes), not by every setup.
+        return "the local Kubernetes build (bash scripts/kube-build.sh, once per machine)"
     if "docker" in text.lower():
         ok = shutil.which("docker") and subprocess.run(["docker", "info"], capture_output=True).returncode == 0
         if not ok:

@@ -185,3 +185,52 @@ def test_a_workload_that_does_not_save_on_sigterm_fails_saved_on_preempt_naming_
     assert figs["attempt"] == "0.0", detail
     assert report.exit_code == 1
     _assert_nothing_left(report.run_dir)
+
+
+@pytest.mark.parametrize("saves", [True, False], ids=["saves-on-sigterm", "ignores-sigterm"])
+def test_a_handwritten_script_that_writes_its_hostname_and_keeps_its_label_is_judged_right(tmp_path: Path,
+                                                                                         saves: bool) -> None:
+    """Issue 56 item 1: a user's script that writes the protocol by hand (``host`` is ``socket.gethostname()``,
+    which every node of the local cluster shares, and the requeued job writes attempt 0.0 again) is preempted
+    between two saves. Its records are placed by the worker the harness saw spawn with their pid, so the requeue
+    is a restart of launch 1 and the preemption is judged: a script that saves on SIGTERM PASSes, one that
+    ignores it FAILs naming the lost steps (before, both were INCONCLUSIVE: 'attempt 0.0 finished its training
+    before the preemption took it')."""
+    import socket
+
+    from chaos.evidence.events import History
+    from chaos.run.runner import Runner
+    from chaos.spec.load import load_experiment
+
+    doc = yaml.safe_load((ROOT / "experiments" / "slurm-preempt-fsdp.yaml").read_text())
+    doc.update(name=f"slurm-preempt-handwritten-{'saves' if saves else 'deaf'}", timeout_s=180)
+    doc["workload"]["script"] = str(ROOT / "tests" / "fixtures" / "workloads" / "handwritten_host.py")
+    # "false" as text: workload.args passes a False as no flag at all (store_true's convention), which leaves a flag
+    # whose default is true on.
+    doc["workload"]["args"] = {"steps": 40, "ckpt_every": 20, "seed": 0, **({} if saves else {"save_on_sigterm": "false"})}
+    doc["checks"] = [{"completes": {"min_restarts": 1, "max_restarts": 1}}, {"saved_on_preempt": {}}]
+    doc["faults"][0]["trigger"] = {"at_step": 21}  # just after the step-20 save (see the test above)
+    path = tmp_path / "handwritten.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    report = Runner(load_experiment(path), runs_root=tmp_path / "runs", golden=None).run()
+    v = {r.kind: r for r in report.checks}
+    detail = "\n".join(f"{r.kind}: {r.verdict} {r.reason}" for r in report.checks)
+    history = History.from_run_dir(report.run_dir)
+    starts = history.of("start")
+    nodes = {str(r.get("node")) for r in history.of("worker_spawn")}
+    assert {r.get("host_reported") for r in starts} == {socket.gethostname()}, starts
+    assert {str(r["host"]) for r in starts} <= nodes, (starts, nodes)
+    # The requeued job wrote attempt 0.0 again: judged as the launch the harness saw its workers in.
+    requeued = [r for r in starts if r.get("attempt_reported") == "0.0"]
+    assert requeued and all(str(r["attempt"]).startswith("1.") for r in requeued), starts
+    assert v["completes"].verdict == "pass", detail
+    saved = v["saved_on_preempt"]
+    if saves:
+        assert saved.verdict == "pass", detail
+        assert report.exit_code == 0, detail
+    else:
+        assert saved.verdict == "fail", detail
+        figs = saved.figures["preempt#0"]
+        assert figs["lost_steps"] > 0 and "step(s) lost" in saved.reason, detail
+        assert f"steps {figs['resumed_from_step'] + 1}..{figs['last_step']}" in saved.reason, detail
+    _assert_nothing_left(report.run_dir)

@@ -102,3 +102,70 @@ def test_a_trainers_bookkeeping_may_hold_an_infinite_score_but_nothing_else(tmp_
                 "callbacks": {"SWA": {"average_model_state": {"w": torch.tensor([math.inf, 1.0])}},
                               "ModelCheckpoint": {"best": torch.tensor(math.nan)}}}, ckpt)
     assert scan(ckpt)["nonfinite"] == 2
+
+
+def _dcp_save(state: dict, folder: Path) -> None:
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # no process group: saved from this one process, as intended
+        dcp.save(state, checkpoint_id=str(folder))
+
+
+def test_dcp_checkpoints_at_any_depth_and_torch_files_by_content_are_read(tmp_path: Path) -> None:
+    """A model saved as DCP in a subfolder (two levels down too) and a torch.save under a name no suffix rule knows
+    (checkpoint.pth.tar) are read like the trainer file beside them (issue 56: the scan passed over both)."""
+    step = tmp_path / "step_000020"
+    _dcp_save({"model": {"w": torch.tensor([1.0, math.nan])}}, step / "model")
+    _dcp_save({"optim": {"m": torch.tensor([math.inf])}}, step / "shards" / "optim")
+    torch.save({"state_dict": {"w": torch.tensor([math.nan, 1.0, 2.0])}}, step / "checkpoint.pth.tar")
+    torch.save({"rng": torch.zeros(4, dtype=torch.uint8)}, step / "trainer.pt")
+    out = scan(step)
+    assert not out["unscanned"] and out["tensors"] == 4 and out["nonfinite"] == 3, out
+    assert out["bad"] == ["model/model.w (1 of 2)", "shards/optim/optim.m (1 of 1)",
+                          "checkpoint.pth.tar.state_dict.w (1 of 3)"]
+
+
+def test_every_file_not_read_is_named(tmp_path: Path) -> None:
+    """A stray .bin that is no torch file, data under an unknown extension, a shard .metadata does not reference, a
+    DCP subfolder that will not load, JSON that does not parse, a dangling link: each named unscanned, its numbers
+    unknown."""
+    step = tmp_path / "step_000020"
+    _dcp_save({"model": {"w": torch.ones(2)}}, step / "model")
+    _dcp_save({"optim": {"m": torch.ones(2)}}, step / "optim")
+    torch.save({"w": torch.ones(2)}, step / "trainer.pt")
+    (step / "notes.bin").write_bytes(b"not a torch file")
+    (step / "weights.npy").write_bytes(b"\x93NUMPY" + bytes(64))
+    (step / "model" / "__9_0.distcp").write_bytes(bytes(16))
+    next((step / "optim").glob("*.distcp")).write_bytes(b"")  # torn: .metadata reads past its end
+    (step / "config.json").write_text("{not json")
+    (step / "ema.pt").symlink_to(tmp_path / "pruned.pt")  # a link whose target is gone
+    # A marker a manager writes when a save is done, and a vocabulary: text, under names no tensor format claims.
+    (step / "COMMITTED").write_text("20")
+    (step / "vocab.txt").write_text("hello\nworld\n")
+    out = scan(step)
+    assert sorted(u.split(" ")[0] for u in out["unscanned"]) == [
+        "config.json", "ema.pt", "model/__9_0.distcp", "notes.bin", "optim", "weights.npy"], out["unscanned"]
+    assert {"COMMITTED", "vocab.txt"} <= {s.split(" ")[0] for s in out["skipped"]}, out["skipped"]
+    assert out["tensors"] == 2 and any(u.startswith("optim (DCP state could not be loaded: ") for u in out["unscanned"])
+
+
+def test_json_records_and_accelerates_rng_state_hold_no_trained_values(tmp_path: Path) -> None:
+    """What every checkpoint of a stack carries beside its tensors is skipped, named, and kept out of the digest
+    (MANIFEST.json holds its creation time, so a fault-free run's would differ with no corruption)."""
+    import numpy as np
+
+    from chaos.checkpoint.manifest import build_manifest, write_manifest
+
+    step = tmp_path / "step_000020"
+    step.mkdir()
+    torch.save({"w": torch.ones(2)}, step / "state.pt")
+    before = scan(step)["digest"]
+    (step / "trainer_state.json").write_text('{"global_step": 20, "log_history": [{"loss": NaN}]}')
+    torch.save({"numpy_random_seed": np.random.RandomState(0).get_state(), "step": 20}, step / "random_states_0.pkl")
+    write_manifest(step, build_manifest(step, 20, format="test"))
+    out = scan(step)
+    assert not out["unscanned"] and out["nonfinite"] == 0 and out["digest"] == before
+    assert [s.split(" ")[0] for s in out["skipped"]] == ["MANIFEST.json", "random_states_0.pkl", "trainer_state.json"]

@@ -178,3 +178,30 @@ def test_a_sealed_dcp_checkpoint_is_judged_as_dcp_too(tmp_path: Path, make) -> N
     write_manifest(d, build_manifest(d, 10, format="dcp"))  # torn, then sealed as it is
     problems = verify(d).problems
     assert len(problems) == 1 and problems[0].startswith(f"{shard.name}: truncated:")
+
+
+def test_a_dcp_subfolder_and_a_torch_file_under_any_name_are_verified_too(tmp_path: Path, make) -> None:
+    """The files the value scan reads are the ones the verifier judges (formats.tensor_format, dcp_dirs): a model
+    saved as DCP in a subfolder and a checkpoint.pth.tar beside the trainer file."""
+    from chaos.checkpoint.formats import tensor_format
+    from chaos.checkpoint.values import scan
+
+    step = tmp_path / "step_000020"
+    make.dcp_dir(step / "model")
+    torch.save({"w": torch.ones(2)}, step / "checkpoint.pth.tar")
+    torch.save({"step": 20}, step / "trainer.pt")
+    (step / "notes.txt").write_text("hello")
+    names = ("checkpoint.pth.tar", "trainer.pt", "notes.txt")
+    assert [tensor_format(step / n) for n in names] == ["torch", "torch", None]
+    assert tensor_format(next((step / "model").glob("*.distcp"))) is None  # read through .metadata only
+    report = verify(step)
+    assert report.kind == "torch-save-dir" and report.ok and report.files == 4, report.problems
+    shard = next((step / "model").glob("*.distcp"))
+    os.truncate(shard, shard.stat().st_size // 2)
+    problems = verify(step).problems
+    assert len(problems) == 1 and problems[0].startswith(f"model: {shard.name}: truncated:"), problems
+    # Torn past its zip directory, a foreign name is no longer recognisable as torch.save: the verifier cannot
+    # judge it, and the value scan names it unscanned rather than pass over it.
+    (step / "checkpoint.pth.tar").write_bytes((step / "checkpoint.pth.tar").read_bytes()[:100])
+    assert tensor_format(step / "checkpoint.pth.tar") is None
+    assert "checkpoint.pth.tar" in [u.split(" ")[0] for u in scan(step)["unscanned"]]

@@ -79,3 +79,13 @@ def test_a_save_killed_among_the_registered_objects_is_told_apart_by_its_finishe
     assert not verify(root).ok
     torch.save({"step": 10}, torn / "custom_checkpoint_0.pkl")  # the save finished after all
     assert claims_committed(torn) and verify(root).ok and selection_hazards(root) == []
+
+
+def test_the_value_scan_reads_a_finished_save_whole(saved: Path) -> None:
+    """Every file of a real save_state is read (weights, optimizer, scheduler) or known to hold no trained values
+    (the RNG state's numpy arrays, never unpickled): no_corrupt_commit can prove such a checkpoint finite."""
+    from chaos.checkpoint.values import scan
+
+    out = scan(saved)
+    assert not out["unscanned"] and out["tensors"] and out["nonfinite"] == 0, out
+    assert [s.split(" ")[0] for s in out["skipped"]] == ["random_states_0.pkl"]

@@ -234,6 +234,59 @@ def zero_traced_samples(t: Truth) -> Truth | None:
     return m
 
 
+class _SeenInOutput(Truth):
+    """A truth with steps the harness read from the output (``source: output``): they reach the history as the runner
+    adds them, beside the run directory's records (``Truth.history`` would write them into a rank's file, where a
+    line claiming a reserved source is malformed and left out, so the lie would be no step at all)."""
+
+    def history(self) -> Any:
+        seen = [r for r in self.records if r.get("source") == "output"]
+        history = Truth.history(replace(self, records=[r for r in self.records if r.get("source") != "output"]))
+        history.add(seen)
+        return history
+
+
+def _seen_in_output(t: Truth, steps: list[dict[str, Any]]) -> _SeenInOutput:
+    """``t`` with ``steps`` (step events) replaced by what workload.step_regex reads from the output: one line per step
+    (rank 0 prints it), logged by the harness with the step number and the attempt, no rank and no samples."""
+    doomed = {id(r) for r in steps}
+    lines = [{"ev": "step", "t": r["t"], "mono": r.get("mono", r["t"]), "pid": 1, "host": r.get("host", "h"),
+              "source": "output", "step": r["step"], "attempt": r["attempt"]} for r in steps if r.get("rank") == 0]
+    m = _SeenInOutput(**{name: getattr(t, name) for name in t.__dataclass_fields__})
+    m.records = sorted([r for r in t.records if id(r) not in doomed] + lines, key=lambda r: r["t"])
+    return m
+
+
+@operator("exactly_once", item="56.6")
+def half_wired_script(t: Truth) -> Truth | None:
+    """A script half-wired to the protocol: its ranks send start (with dataset_size) and nothing else; its steps are
+    step_regex matches on the output. Nothing consumed was traced: no partial epoch not yet trained."""
+    m = _copy(t)
+    m = _seen_in_output(m, _of(m, "step"))
+    _drop(m, [r for r in m.records if r.get("source") not in ("harness", "output") and r.get("ev") != "start"])
+    return m
+
+
+@operator("exactly_once", item="56.6")
+def restart_steps_only_in_output(t: Truth) -> Truth | None:
+    """The restart (or the reload) reports no step event and no final, only output lines (step_regex): what it consumed
+    after its resume is unknown, and its untraced steps are no gap of an epoch not yet trained."""
+    if t.resumed_from >= t.params.steps:
+        return None
+    m = _copy(t)
+    m = _seen_in_output(m, _resumed_steps(m))
+    _drop(m, _of(m, "final"))
+    return m
+
+
+@operator("exactly_once", item="56.6")
+def no_step_records(t: Truth) -> Truth | None:
+    """Every step record is lost (no step event, nothing matched on the output): nothing shows what was trained."""
+    m = _copy(t)
+    _drop(m, _of(m, "step"))
+    return m
+
+
 # ---- checkpoint_integrity -----------------------------------------------------------------------
 
 @operator("checkpoint_integrity", item="32.1")
@@ -496,6 +549,93 @@ def forged_pointer_order(t: Truth) -> Truth | None:
     _pointer_moves(m)[0]["lag_s"] = 3.0
     _with_order(m)
     m.records[-1].update(forged=True, pid=4000, rank=0, attempt="0.0")
+    return m
+
+
+def _one_path(m: Truth, path: str) -> list[dict[str, Any]]:
+    """Every save of the truth made at one fixed ``path`` beside 'latest', which names it after each save; the saves'
+    begins."""
+    for r in m.records:
+        if r.get("ev") in ("ckpt_begin", "ckpt_commit", "ckpt_load", "ckpt_verify", "ckpt_reject", "ckpt_pointer") \
+                and str(r.get("path") or "").startswith("/ckpt/step_"):
+            r["path"] = path
+        if r.get("ev") == "ckpt_pointer":
+            r.update(target=path.rsplit("/", 1)[-1], step=None)
+    return [r for r in m.records if r.get("ev") == "ckpt_begin"]
+
+
+@operator("pointer_durable", item="56.2")
+def pointer_names_file_rewritten_in_place(t: Truth) -> Truth | None:
+    """The manager saves every checkpoint to one fixed file (torch.save(state, dir / "model.pt"), no temporary file)
+    and rewrites 'latest' with the same name after each save: 'latest' named model.pt all through the next
+    overwrite. The watch looks only when 'latest' changes, after each save: every look found it whole."""
+    m = _copy(t)
+    return m if len(_one_path(m, "/ckpt/model.pt")) > 1 else None
+
+
+def _begins_at(t: Truth, saved_at: str, reported: str) -> Truth | None:
+    """Every save at ``saved_at`` (one fixed path, rewritten in place), its ckpt_begin reporting ``reported``."""
+    m = _copy(t)
+    begins = _one_path(m, saved_at)
+    for r in begins:
+        r["path"] = reported
+    return m if len(begins) > 1 else None
+
+
+@operator("pointer_durable", item="56.2")
+def pointer_names_directory_rewritten_in_place(t: Truth) -> Truth | None:
+    """The same with a directory checkpoint rewritten in place ('latest' names 'checkpoint', every save writes into
+    it), the saves' paths spelled another way than the watch's (a trailing slash, a '..')."""
+    return _begins_at(t, "/ckpt/checkpoint", "/ckpt/sub/../checkpoint/")
+
+
+@operator("pointer_durable", item="56.2")
+def pointer_names_file_rewritten_in_place_begin_at_its_directory(t: Truth) -> Truth | None:
+    """pointer_names_file_rewritten_in_place, the workload reporting its checkpoint directory (/ckpt) as each save's
+    path: the save writes model.pt, which 'latest' names, inside the path it began at."""
+    return _begins_at(t, "/ckpt/model.pt", "/ckpt")
+
+
+@operator("pointer_durable", item="56.2")
+def pointer_names_directory_rewritten_in_place_begin_inside(t: Truth) -> Truth | None:
+    """pointer_names_directory_rewritten_in_place, the workload reporting the file it writes inside the named
+    directory (/ckpt/checkpoint/state.pt) as each save's path."""
+    return _begins_at(t, "/ckpt/checkpoint", "/ckpt/checkpoint/state.pt")
+
+
+@operator("pointer_durable", item="56.2")
+def pointer_names_file_rewritten_in_place_no_begins(t: Truth) -> Truth | None:
+    """pointer_names_file_rewritten_in_place by a workload that never reports ckpt_begin (nanoGPT: torch.save to
+    one fixed path, then rewrite 'latest'): its commits at the path 'latest' already named are the saves."""
+    m = _copy(t)
+    begins = _one_path(m, "/ckpt/model.pt")
+    _drop(m, begins)
+    return m if len(begins) > 1 else None
+
+
+@operator("pointer_durable", item="56.2")
+def pointer_names_file_rewritten_in_place_rejected_by_a_rank(t: Truth) -> Truth | None:
+    """pointer_names_file_rewritten_in_place, and a rank writes a ckpt_reject of the named file just before each
+    save: a rank's word, with no harness evidence (no corruption struck it, the witness found it whole) that the
+    named checkpoint was not whole."""
+    m = _copy(t)
+    begins = _one_path(m, "/ckpt/model.pt")
+    for b in begins:
+        t_reject = b["t"] - 0.01
+        m.records.insert(m.records.index(b), {**{k: v for k, v in b.items() if k != "step"}, "ev": "ckpt_reject",
+                                              "t": t_reject, "mono": b["mono"] - 0.01, "path": "/ckpt/model.pt",
+                                              "reason": "stale"})
+    return m if len(begins) > 1 else None
+
+
+@operator("pointer_durable", item="56.5")
+def pointer_move_unseen_relative_commit(t: Truth) -> Truth | None:
+    """pointer_move_unseen, with the workload's paths relative (it runs in its checkpoint directory and reports
+    'step_000004'): the commit whose move was never seen is the same commit, however the path is spelled."""
+    m = _copy(t)
+    _drop(m, [_pointer_moves(m)[0]])
+    for r in _of(m, "ckpt_begin") + _of(m, "ckpt_commit"):
+        r["path"] = r["path"].removeprefix("/ckpt/")
     return m
 
 
@@ -934,6 +1074,50 @@ def script_keeps_its_label(t: Truth) -> Truth:
     for r in m.records:
         if r.get("source") != "harness" and r.get("attempt") == "0.1":
             r["attempt"] = "0.0"
+    return m
+
+
+def on_two_nodes(t: Truth) -> Truth:
+    """Not a lie: the same job with its ranks on two nodes (``n0`` the even ranks, ``n1`` the odd), as the
+    harness saw them spawn and as chaos.sdk writes them (each rank's ``host`` the harness's name for its node)."""
+    m = _copy(t)
+    for r in m.records:
+        if not isinstance(r.get("rank"), int):
+            continue
+        node = f"n{r['rank'] % 2}"
+        if r.get("source") == "harness" and r.get("ev") in ("worker_spawn", "worker_exit"):
+            r["node"] = node
+        elif r.get("source") != "harness":
+            r["host"] = node
+    return m
+
+
+def hosts_renamed(t: Truth, name: Callable[[str], str]) -> Truth:
+    """Not a lie: every rank writes ``name(its node)`` as its ``host``, as a user's script that writes the
+    protocol by hand with ``socket.gethostname()`` does: a fully qualified name, or the one hostname every node of
+    the local Slurm cluster shares. The harness's own records keep its names for the nodes."""
+    m = _copy(t)
+    for r in m.records:
+        if r.get("source") != "harness" and isinstance(r.get("host"), str):
+            r["host"] = name(r["host"])
+    return m
+
+
+def unseen_worker_with_a_seen_pid(t: Truth, unseen: tuple[int, str], seen: tuple[int, str]) -> Truth | None:
+    """The job on two nodes, where the harness never saw the worker of (rank, attempt) ``unseen`` spawn (a listing
+    that failed, a worker too short-lived to be seen) and that worker's pid is the one the harness saw for
+    ``seen`` on the other node (pods number their processes alike): its records are another node's process, in
+    another round, whatever host they name, and must not be placed as the seen worker's."""
+    m = on_two_nodes(t)
+    spawns = {(r["rank"], r["attempt"]): r["worker_pid"] for r in m.records if r.get("ev") == "worker_spawn"}
+    if unseen not in spawns or seen not in spawns or unseen[0] % 2 == seen[0] % 2:
+        return None
+    victim = spawns[unseen]
+    m.records = [r for r in m.records if not (r.get("ev") in ("worker_spawn", "worker_exit")
+                                                and r.get("worker_pid") == victim)]
+    for r in m.records:
+        if r.get("pid") == victim and r.get("source") != "harness":
+            r["pid"] = spawns[seen]
     return m
 
 

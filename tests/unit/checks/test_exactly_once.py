@@ -536,3 +536,40 @@ def test_a_skipped_step_names_its_samples_as_never_trained_not_as_missing() -> N
     assert result.verdict == "fail", result.reason
     assert "4 consumed by step(s) whose update the workload dropped (skipped: 0.1:5)" in result.reason, result.reason
     assert result.figures["skipped"]["count"] == 4 and result.figures["missing"]["count"] == 0
+
+
+def _output_step(sim, attempt, step):
+    """A step the harness read from the workload's output (workload.step_regex): no rank, no samples."""
+    sim.t += 1.0
+    sim.records.append({"ev": "step", "t": sim.t, "mono": sim.t, "pid": 1, "host": "h", "source": "output",
+                        "step": step, "attempt": attempt})
+
+
+def test_steps_seen_only_in_the_output_are_inconclusive_not_an_untrained_epoch(sim, outcome_of):
+    """Issue 56 item 6: a script half-wired to the protocol (start with dataset_size, no step events) whose steps come
+    from step_regex consumed what nobody traced; 0 of 16 indices is no partial epoch not yet trained."""
+    sim.start("0.0", load=None)
+    for step in range(1, 9):
+        _output_step(sim, "0.0", step)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive", result.reason
+    assert result.reason.startswith("nothing consumed was traced: the run's 8 step(s) were only read from the output")
+    # A restart that reported no step event of its own, only output lines: its kept steps consumed the unknown.
+    sim = Sim()
+    sim.start("0.0")
+    sim.train("0.0", 1, 8, _fresh(sim), ckpt_every=3)
+    sim.start("0.1", load=6, path="/ckpt/step_000006")
+    for step in range(7, 11):
+        _output_step(sim, "0.1", step)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "inconclusive", result.reason
+    assert result.figures["output_only"] == ["attempt 0.1 at step(s) 7..10"], result.figures
+    # Output lines beside the step events of the same steps change nothing: the events trace them.
+    sim = Sim()
+    sim.start("0.0")
+    sim.train("0.0", 1, 10, _fresh(sim), ckpt_every=5)
+    for step in range(1, 11):
+        _output_step(sim, "0.0", step)
+    sim.final("0.0", 10)
+    result = judge(sim, outcome_of)
+    assert result.verdict == "pass" and result.figures["output_only"] == [], result.reason

@@ -14,7 +14,8 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from mutations import OPERATORS, PROTOCOL, SAMPLES, judged, matrix, render, script_keeps_its_label, verdict_of
+from mutations import (OPERATORS, PROTOCOL, SAMPLES, hosts_renamed, judged, matrix, on_two_nodes, render,
+                       script_keeps_its_label, unseen_worker_with_a_seen_pid, verdict_of)
 from truth import CONFIGS, SCENARIOS, Params, play
 
 from chaos.registry import CHECKS
@@ -144,6 +145,112 @@ def test_a_script_that_keeps_its_label_is_judged_as_the_rounds_the_harness_saw(s
         want, got = verdict_of(kind, config, truth), verdict_of(kind, config, same)
         assert got.verdict == want.verdict, (f"{params}: {kind} {got.verdict.upper()} ({got.reason}) where the "
                                              f"truth got {want.verdict.upper()} ({want.reason})")
+
+
+HOST_NAMES = {"as the harness names the nodes": None,
+              "fully qualified": lambda node: f"{node}.cluster.example.org",
+              "one hostname for every node": lambda node: "box"}
+
+
+@pytest.mark.parametrize("hosts", HOST_NAMES)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@settings(PROPERTY, max_examples=5)  # 15 parametrizations: 75 jobs of every shape, each judged three ways
+@given(data=st.data())
+def test_verdicts_do_not_depend_on_the_host_string_a_rank_writes(hosts: str, scenario: str,
+                                                                 data: st.DataObject) -> None:
+    """Issue 56 item 1, a metamorphic property over every simulated check: a job whose ranks write another name
+    for their node than the harness's (a user's script writing ``socket.gethostname()``: fully qualified, or the
+    one hostname all the local Slurm cluster's nodes share) gets every verdict and every recovery figure the
+    truth gets, also when the script keeps one attempt label across the restart, because the history places each
+    record by the worker the harness saw spawn with its pid (``History.node_of``), whatever host it wrote."""
+    params = replace(data.draw(jobs(scenario)), rollback="restart")
+    truth = play(params)
+    split = on_two_nodes(truth)
+    rename = HOST_NAMES[hosts]
+    variant = hosts_renamed(split, rename) if rename else split
+    same = script_keeps_its_label(variant)
+    history = same.history()
+    assert {r["attempt"] for r in history.of("start")} == {r["attempt"] for r in truth.history().of("start")}
+    assert {(r["rank"] % 2, r["host"]) for r in history.of("start")} <= {(0, "n0"), (1, "n1")}, \
+        "a rank's records were not placed on the node the harness saw its worker spawn on"
+    want_recovery = [f.recovery for f in truth.outcome().faults]
+    wants = {kind: verdict_of(kind, config, truth) for kind, config in judged(params).items()}
+    for lie_free in (variant, same):
+        assert [f.recovery for f in lie_free.outcome().faults] == want_recovery
+        for kind, config in judged(params).items():
+            want, got = wants[kind], verdict_of(kind, config, lie_free)
+            assert got.verdict == want.verdict, (f"{params} ({hosts}): {kind} {got.verdict.upper()} ({got.reason}) "
+                                                 f"where the truth got {want.verdict.upper()} ({want.reason})")
+
+
+def test_a_pid_the_harness_saw_on_two_nodes_is_not_guessed() -> None:
+    """Issue 56 item 1: a pid the harness saw spawn on two nodes (pods with PID namespaces of their own) could be
+    either node's worker: a record naming neither node keeps what it wrote (attempt and host), where a pid seen on one
+    node places the record there under the name that node's workers write. A name that could be another machine's
+    process with a colliding pid is not guessed either (tests/unit/checks/test_restarted_in_process_lies.py L04)."""
+    from chaos.evidence.events import History
+
+    spawn = {"ev": "worker_spawn", "source": "harness", "worker_pid": 7, "rank": 0, "generation": 0, "t": 1.0}
+    step = {"ev": "step", "pid": 7, "host": "box", "rank": 0, "attempt": "0.0", "step": 1, "t": 2.0}
+    one = History([{**spawn, "node": "n0", "attempt": "0.1"}, step])
+    one.align_attempts()
+    [placed] = one.of("step")
+    assert (placed["host"], placed["attempt"], placed["host_reported"]) == ("n0", "0.1", "box")
+    two = History([{**spawn, "node": "n0", "attempt": "0.1"}, {**spawn, "node": "n1", "attempt": "0.2", "t": 1.5},
+                   step])
+    two.align_attempts()
+    [kept] = two.of("step")
+    assert (kept["host"], kept["attempt"]) == ("box", "0.0") and "host_reported" not in kept
+    # Seen on one node first (placed), on a second since: placed no more.
+    late = History([{**spawn, "node": "n0", "attempt": "0.1"}, step])
+    late.align_attempts()
+    late.set_attempt("n1", 7, "0.2")
+    [back] = late.of("step")
+    assert (back["host"], back["attempt"]) == ("box", "0.0") and "host_reported" not in back
+    # One process writes one hostname: a pid whose records name the harness's node and another machine is two
+    # processes (a collision with one the harness never saw), and only those naming the node are placed on it.
+    both = History([{**spawn, "node": "n0", "attempt": "0.1"}, {**step, "host": "n0"},
+                    {**step, "host": "elsewhere", "t": 3.0, "step": 2}])
+    both.align_attempts()
+    assert [(r["host"], r["attempt"]) for r in both.of("step")] == [("n0", "0.1"), ("elsewhere", "0.0")]
+    # The workers of one node name it alike: a second foreign name on that node is another machine's process.
+    mixed = History([{**spawn, "node": "n0", "attempt": "0.1"}, {**spawn, "node": "n0", "worker_pid": 8, "rank": 1,
+                                                                 "attempt": "0.1"},
+                     step, {**step, "pid": 8, "rank": 1, "host": "other"}])
+    mixed.align_attempts()
+    assert {(r["host"], r["attempt"]) for r in mixed.of("step")} == {("box", "0.0"), ("other", "0.0")}
+    # A name the harness gives another node is that node's, not an alias of this one.
+    other_node = History([{**spawn, "node": "n0", "attempt": "0.1"},
+                          {**spawn, "node": "n1", "worker_pid": 9, "rank": 1, "attempt": "0.1"},
+                          {**step, "host": "n1"}])
+    other_node.align_attempts()
+    [kept] = other_node.of("step")
+    assert (kept["host"], kept["attempt"]) == ("n1", "0.0")
+
+
+@pytest.mark.parametrize("hosts", HOST_NAMES)
+def test_an_unseen_worker_whose_pid_collides_lends_no_round(hosts: str) -> None:
+    """Issue 56 item 1, after an adversarial review: placing a record by its pid alone must not let another node's
+    process borrow a round. A restart that never started (``restart_never_started``) whose round-0 rank-1 worker
+    went unseen with the pid of round 1's rank-0 worker on the other node (records written before that worker
+    lived) stays a restart that never started; and a correct run with that collision keeps every verdict."""
+    params = Params(fault_at=12)
+    rename = HOST_NAMES[hosts]
+    lie = OPERATORS["restart_never_started"].apply(play(params))
+    assert lie is not None
+    borrowed = unseen_worker_with_a_seen_pid(lie, unseen=(1, "0.0"), seen=(0, "0.1"))
+    assert borrowed is not None
+    borrowed = hosts_renamed(borrowed, rename) if rename else borrowed
+    for kind in ("completes", "recovery_time", "matches_golden"):
+        result = verdict_of(kind, judged(params)[kind], borrowed)
+        assert result.verdict != "pass", f"{kind} PASSED a restart that never started: {result.reason}"
+    truth = play(params)
+    collided = unseen_worker_with_a_seen_pid(truth, unseen=(1, "0.1"), seen=(0, "0.0"))
+    assert collided is not None
+    collided = hosts_renamed(collided, rename) if rename else collided
+    for kind, config in judged(params).items():
+        want, got = verdict_of(kind, config, truth), verdict_of(kind, config, collided)
+        assert got.verdict == want.verdict, f"{kind} {got.verdict.upper()} ({got.reason}), truth {want.verdict}"
 
 
 def test_every_operator_applies_to_a_sample_and_breaks_a_judged_check() -> None:

@@ -423,3 +423,95 @@ def test_a_landing_record_of_an_unknown_process_makes_no_phantom_group_to_explai
     result = verdict("drop_replica_samples", sorted(recs + [phantom], key=lambda r: r["t"]), faults,
                      max_lost_fraction=0.9)
     assert result.verdict == "fail", result.reason
+
+
+def two_rank_groups(**kw: Any) -> tuple[list[dict[str, Any]], list[FaultRecord]]:
+    """``job`` with replica groups of two ranks: each process gains a rank-1 twin (pid + 1000) in its group, and the
+    group's batch of each step is split between them (two samples each)."""
+    recs, faults = job(**kw)
+    out: list[dict[str, Any]] = []
+    for r in recs:
+        twin = dict(r)
+        if r.get("source") == "harness" and r["ev"] in ("worker_spawn", "worker_exit"):
+            twin.update(worker_pid=r["worker_pid"] + 1000, rank=1)
+        elif r.get("source") != "harness":
+            r = dict(r, world_size=2)
+            twin = dict(r, pid=r["pid"] + 1000, rank=1)
+            if r["ev"] == "step":
+                half = len(r["samples"]) // 2
+                r["samples"], twin["samples"] = r["samples"][:half], r["samples"][half:]
+        else:
+            out.append(r)
+            continue
+        out += [r, twin]
+    fault = faults[0]
+    fault.details.update(pids=[201, 1201], ranks=[0, 1])
+    return out, faults
+
+
+def test_a_down_group_of_two_ranks_leaves_both_ranks_batches_untrained() -> None:
+    """Issue 56 item 8: each missing (group, step) of a down group of two ranks loses two processes' batches, not one:
+    the correct run passes, as the same run with one-rank groups does; one batch more lost still fails."""
+    recs, faults = two_rank_groups()
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "pass", result.reason
+    rejoined = min(r["step"] for r in recs if r["ev"] == "step" and r["pid"] == 302)
+    assert result.figures["lost_group_steps"] == rejoined - 16, result.figures
+    assert result.figures["lost_samples"] == (rejoined - 16) * BATCH, result.figures
+    # rg0's rank 1 trained nothing of step 20 while rg1 was down: one batch more than the down group explains.
+    lie = copy.deepcopy(recs)
+    next(r for r in lie if r["ev"] == "step" and r["pid"] == 1100 and r["step"] == 20)["samples"] = []
+    result = verdict("drop_replica_samples", lie, faults, max_lost_fraction=0.5)
+    assert result.verdict == "fail" and "gaps no down replica group explains" in result.reason, result.reason
+    # A phantom process of the down group (never seen spawned) claiming another rank makes its group no larger.
+    phantom = [dict(r, pid=5201, rank=2) for r in recs if r.get("pid") == 201 and r["ev"] in ("start", "step")]
+    lie = sorted(lie + phantom, key=lambda r: r["t"])
+    assert verdict("drop_replica_samples", lie, faults, max_lost_fraction=0.5).verdict == "fail"
+
+
+def test_a_healing_step_of_a_two_rank_group_loses_the_batches_of_the_ranks_that_sat_it_out() -> None:
+    recs, faults = two_rank_groups()
+    rejoined = min(r["step"] for r in recs if r["ev"] == "step" and r["pid"] == 302)
+    for r in recs:
+        if r["ev"] == "step" and r["pid"] in (302, 1302) and r["step"] == rejoined:
+            r["participating"] = False
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "pass" and result.figures["lost_samples"] == (rejoined - 16 + 1) * BATCH, result.figures
+    # Only rank 0 sat it out: rank 1's batch was trained, and only rank 0's is lost.
+    next(r for r in recs if r["ev"] == "step" and r["pid"] == 1302 and r["step"] == rejoined)["participating"] = None
+    result = verdict("drop_replica_samples", recs, faults, max_lost_fraction=0.5)
+    assert result.verdict == "pass" and result.figures["lost_samples"] == (rejoined - 16) * BATCH + 2, result.figures
+
+
+def test_a_group_the_harness_never_saw_spawn_is_one_rank_whatever_its_records_claim() -> None:
+    """Issue 56 item 8, after an adversarial review: where the harness saw none of a group's processes spawn, the
+    ranks the group's records name are only their word. Two one-line starts of never-seen processes claiming ranks
+    1 and 2 of the down group rg1 must not triple its credit and hide an index rg0 really dropped."""
+    from chaos.checks.drop_replica_samples import DropReplicaSamples, DropReplicaSamplesConfig
+    from chaos.evidence.events import History
+    from histsim import make_outcome
+
+    def rec(ev: str, t: float, pid: int, g: int, **kw: object) -> dict:
+        return {"ev": ev, "t": t, "mono": t, "pid": pid, "host": f"rg{g}", "rank": 0, "world_size": 1,
+                "attempt": "0.0", "replica_group": g, **kw}
+
+    honest = [rec("start", 1, 100, 0, dataset_size=8), rec("start", 1, 200, 1, dataset_size=8),
+              rec("step", 2, 100, 0, step=1, epoch=0, samples=[0, 1], participants=2),
+              rec("step", 2, 200, 1, step=1, epoch=0, samples=[2, 3], participants=2),
+              rec("step", 3, 100, 0, step=2, epoch=0, samples=[4, 5], participants=2),
+              rec("step", 3, 200, 1, step=2, epoch=0, samples=[6, 7], participants=2),
+              rec("final", 3.5, 200, 1, step=2),
+              # rg1 down at steps 3 and 4; rg0 drops index 3 at step 4 (one sample of its batch of two)
+              rec("step", 4, 100, 0, step=3, epoch=1, samples=[0, 1], participants=1),
+              rec("step", 5, 100, 0, step=4, epoch=1, samples=[2], participants=1),
+              rec("start", 5.5, 201, 1, dataset_size=8),
+              rec("step", 6, 100, 0, step=5, epoch=2, samples=[0, 1], participants=2),
+              rec("step", 6, 201, 1, step=5, epoch=2, samples=[2, 3], participants=2),
+              rec("step", 7, 100, 0, step=6, epoch=2, samples=[4, 5], participants=2),
+              rec("step", 7, 201, 1, step=6, epoch=2, samples=[6, 7], participants=2)]
+    forged = honest + [dict(rec("start", 1.1, 90001, 1, dataset_size=8), rank=1),
+                       dict(rec("start", 1.1, 90002, 1, dataset_size=8), rank=2)]
+    check = DropReplicaSamples(DropReplicaSamplesConfig(max_lost_fraction=0.5))
+    for records in (honest, forged):
+        result = check.evaluate(make_outcome(History(records)))
+        assert result.verdict == "fail" and "gaps no down replica group explains" in result.reason, result.reason

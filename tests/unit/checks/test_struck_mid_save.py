@@ -91,7 +91,8 @@ def staged(step: int, t: float, attempt: str = "0.0", rank: int = 0) -> dict:
 
 
 def test_phase_staged_a_kill_after_the_staging_before_the_writer_began_passes() -> None:
-    r = judge(save(10, 90.0, 91.0) + [staged(20, 99.7)] + save(20, 100.7), phase="staged")
+    # The step-10 save, staged and committed with its writer's begin, shows the workload reports its begins.
+    r = judge([staged(10, 89.9), *save(10, 90.0, 91.0), staged(20, 99.7), *save(20, 100.7)], phase="staged")
     assert r.verdict == "pass", r.reason
     assert "struck 0.3 s after the step-20 state was staged" in r.reason and r.figures["kill-rank#0"]["phase"] == "staged"
 
@@ -133,4 +134,62 @@ def test_phase_staged_the_struck_rank_must_have_staged_it() -> None:
                            details={"ranks": [1], "pids": [12], "attempt": "0.0"})
     r = judge([staged(20, 99.7, rank=0)], fault=struck_1, phase="staged")
     assert r.verdict == "fail" and "rank(s) [1] it struck had not staged" in r.reason, r.reason
-    assert judge([staged(20, 99.7, rank=0), staged(20, 99.7, rank=1)], fault=struck_1, phase="staged").verdict == "pass"
+    both = [staged(10, 89.9, rank=0), staged(10, 89.9, rank=1), *save(10, 90.0, 91.0), staged(20, 99.7, rank=0),
+            staged(20, 99.7, rank=1)]
+    assert judge(both, fault=struck_1, phase="staged").verdict == "pass"
+
+
+def commit(step: int, t: float, attempt: str = "0.0") -> dict:
+    return {"ev": "ckpt_commit", "t": t, "attempt": attempt, "rank": 0, "step": step, "path": f"/c/{step}",
+            "bytes": 10, "seconds": 1.0}
+
+
+def test_phase_staged_a_workload_that_never_reports_a_begin_is_inconclusive() -> None:
+    """Issue 56 item 4: no ckpt_begin anywhere is no proof the writer had not begun (it may have been tearing the
+    file when the kill struck): its absence counts only where the workload's committed staged saves carry one."""
+    silent = [staged(10, 89.9), commit(10, 91.0), staged(20, 99.7)]
+    r = judge(silent, phase="staged")
+    assert r.verdict == "inconclusive" and "does not report its writers' begins" in r.reason, r.reason
+    # No earlier staged save committed: nothing shows the workload reports a begin either.
+    r = judge([staged(20, 99.7)], phase="staged")
+    assert r.verdict == "inconclusive" and "does not report its writers' begins" in r.reason, r.reason
+    # One earlier staged save committed without a begin: the workload does not report every writer's begin.
+    partly = [staged(5, 84.9)] + save(5, 85.0, 86.0) + silent
+    assert judge(partly, phase="staged").verdict == "inconclusive"
+    # A begin of another attempt's save of the same step does not vouch for this one.
+    other = [staged(10, 89.9)] + save(10, 90.0, attempt="0.1") + [commit(10, 91.0), staged(20, 99.7)]
+    assert judge(other, phase="staged").verdict == "inconclusive"
+    # The same run with its writers' begins reported: the kill struck before the step-20 writer began.
+    told = [staged(10, 89.9)] + save(10, 90.0, 91.0) + [staged(20, 99.7)]
+    assert judge(told, phase="staged").verdict == "pass"
+    # An earlier attempt's committed staged saves show it too (the same workload), when they came before the kill.
+    earlier = [staged(10, 80.9, attempt="0.0")] + save(10, 81.0, 82.0, attempt="0.0") + [staged(20, 99.7, "0.1")]
+    assert judge(earlier, fault=kill(attempt="0.1"), phase="staged").verdict == "pass"
+
+
+def step(n: int, t: float, rank: int, attempt: str = "0.0") -> dict:
+    return {"ev": "step", "t": t, "attempt": attempt, "rank": rank, "step": n, "epoch": 0, "samples": [], "loss": 1.0}
+
+
+def test_phase_staged_a_stack_that_stages_on_rank_0_alone_is_struck_through_any_rank() -> None:
+    """Issue 56 item 8: Lightning's strategy saves on global rank 0 only, so only rank 0 reports ckpt_staged. A kill of
+    rank 1 after rank 0 staged takes the job down, rank 0's staged copy with it; only where every save is seen to be
+    staged by rank 0 alone, while rank 1 trained on past it, is rank 1's missing staging the stack's way."""
+    struck_1 = FaultRecord(index=0, kind="kill-rank", label="kill-rank#0", t_inject=100.0,
+                           details={"ranks": [1], "pids": [12], "attempt": "0.0"})
+    lightning = ([step(10, 89.0, 0), step(10, 89.0, 1), staged(10, 89.9)] + save(10, 90.0, 91.0)
+                 + [step(11, 91.5, 0), step(11, 91.5, 1), step(20, 99.0, 0), step(20, 99.0, 1), staged(20, 99.7)])
+    r = judge(lightning, fault=struck_1, phase="staged")
+    assert r.verdict == "pass", r.reason
+    # The struck save is the first: nothing shows rank 1 never stages; it may simply not have staged it yet.
+    first = [step(20, 99.0, 0), step(20, 99.0, 1), staged(20, 99.7)]
+    r = judge([*save(5, 80.0, 81.0), *first], fault=struck_1, phase="staged")
+    assert r.verdict == "fail" and "rank(s) [1] it struck had not staged" in r.reason, r.reason
+    # Rank 1 staged an earlier save itself: the workload stages on every rank, and it had not staged this one.
+    both = lightning[:3] + [staged(10, 89.9, rank=1)] + lightning[3:]
+    r = judge(both, fault=struck_1, phase="staged")
+    assert r.verdict == "fail" and "rank(s) [1] it struck had not staged" in r.reason, r.reason
+    # Rank 1 never trained past the earlier save: no sign it would have staged it.
+    quiet = [r for r in lightning if not (r["ev"] == "step" and r["rank"] == 1 and r["step"] > 10)]
+    r = judge(quiet, fault=struck_1, phase="staged")
+    assert r.verdict == "fail" and "rank(s) [1] it struck had not staged" in r.reason, r.reason
