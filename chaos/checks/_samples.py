@@ -83,7 +83,7 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
         if key in seen_steps:
             acc.duplicate_steps.append(f"{step} (attempt {link.segment.name}, rank {r.rank})")
         seen_steps.add(key)
-        kept_by_step[step] = (epoch, int(r.get("world_size", 0)))
+        kept_by_step[step] = (epoch, int(r.world_size or 0))
         if link.after > 0:
             # Records come in time order: a link's first one is where its resume continued.
             resume_epoch.setdefault(id(link), epoch)
@@ -137,7 +137,7 @@ def account_samples(lineage: Lineage, dataset_size: int, config: ExactlyOnceConf
             # A deterministic sampler hands out the same indices at the same step after a resume; one
             # never consumed again although the kept history went past that step was skipped.
             kept_at = kept_by_step.get(step)
-            comparable = kept_at == (epoch, int(r.get("world_size", 0)))
+            comparable = kept_at == (epoch, int(r.world_size or 0))
             if comparable and index not in seen.get(epoch, {}) and (index, epoch) not in missing_keys:
                 missing_keys.add((index, epoch))
                 acc.missing.append({"index": index, "epoch": epoch, "steps": [],

@@ -13,6 +13,7 @@ from chaos.checkpoint.verify import STEP_ENTRY
 from chaos.checks.base import RunOutcome
 from chaos.checks.base import norm_path as _norm
 from chaos.evidence.events import History, Record
+from chaos.evidence.records import CkptBegin, CkptCommit, CkptLoad
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".distcp")
 """Names a single checkpoint file has when it is not a step_N entry (torch.save, Lightning, safetensors)."""
@@ -64,21 +65,20 @@ def _corruptions(outcome: RunOutcome) -> list[_Corruption]:
     return out
 
 
-def _loads(records: list[Record]) -> list[_Load]:
+def _loads(records: list[CkptLoad]) -> list[_Load]:
     """Each load once: a rank's k-th ``ckpt_load`` in an attempt is the same load as every other rank's k-th."""
-    per_rank: dict[tuple[str, Any], list[Record]] = defaultdict(list)
-    for r in sorted(records, key=lambda r: r["t"]):
-        per_rank[(str(r.get("attempt")), r.get("rank"))].append(r)
+    per_rank: dict[tuple[str, Any], list[CkptLoad]] = defaultdict(list)
+    for r in sorted(records, key=lambda r: r.t):
+        per_rank[(str(r.attempt), r.rank)].append(r)
     # Ranks that disagree on what their k-th load was stay apart: each is judged.
-    same: dict[tuple[str, int, int, str], list[Record]] = defaultdict(list)
+    same: dict[tuple[str, int, int, str], list[CkptLoad]] = defaultdict(list)
     for (attempt, _rank), reports in per_rank.items():
         for k, r in enumerate(reports):
-            same[(attempt, k, int(r.get("step") or 0), _norm(r.get("path")))].append(r)
+            same[(attempt, k, int(r.step or 0), _norm(r.path))].append(r)
     out = []
     for (attempt, k, step, _key), reports in same.items():
-        first = min(reports, key=lambda r: r["t"])
-        out.append(_Load(attempt, k, step, str(first.get("path") or ""), first["t"],
-                         frozenset(r["t"] for r in reports)))
+        first = min(reports, key=lambda r: r.t)
+        out.append(_Load(attempt, k, step, str(first.path or ""), first.t, frozenset(r.t for r in reports)))
     return sorted(out, key=lambda ld: ld.t)
 
 
@@ -86,24 +86,24 @@ def _attempt_starts(history: History) -> dict[str, float]:
     """When each attempt was first seen, from inside (its own events) or outside (the harness's records of it)."""
     starts: dict[str, float] = {}
     for r in history.records:
-        if r.get("attempt") is not None:
-            attempt = str(r["attempt"])
-            starts[attempt] = min(starts.get(attempt, r["t"]), r["t"])
+        if r.attempt is not None:
+            attempt = str(r.attempt)
+            starts[attempt] = min(starts.get(attempt, r.t), r.t)
     return starts
 
 
 def _look(looks: list[Record], seen: str, key: str, attempt: str, times: frozenset[float]) -> Record | None:
     """The witness's ``ckpt_verify`` of this very event (same path and attempt, keyed by the event's time)."""
     found = [r for r in looks if r.get("seen") == seen and _norm(r.get("path")) == key
-             and str(r.get("attempt")) == attempt and r.get("t_event") in times]
+             and str(r.attempt) == attempt and r.get("t_event") in times]
     return found[-1] if found else None
 
 
-def _announced(records: list[Record], load: _Load) -> bool:
+def _announced(records: list[CkptBegin] | list[CkptCommit], load: _Load) -> bool:
     """Did one of these ``ckpt_begin``/``ckpt_commit`` records, before the load, name what it loaded?"""
     if load.path:
-        return any(r["t"] < load.t and _norm(r.get("path")) == load.key for r in records)
-    return any(r["t"] < load.t and int(r.get("step") or 0) == load.step for r in records)
+        return any(r.t < load.t and _norm(r.path) == load.key for r in records)
+    return any(r.t < load.t and int(r.step or 0) == load.step for r in records)
 
 
 def _unproven_load(look: Record | None) -> str:
@@ -118,15 +118,15 @@ def _problems(look: Record) -> str:
     return "; ".join(str(p) for p in (look.get("problems") or [])[:3]) or "no detail recorded"
 
 
-def _unrepaired(c: _Corruption, t: float, commits: list[Record]) -> bool:
+def _unrepaired(c: _Corruption, t: float, commits: list[CkptCommit]) -> bool:
     """Was ``c`` done before ``t``, with no commit of the same path in between to replace the damage?"""
-    return c.t < t and not any(_norm(r.get("path")) == c.path and c.t < r["t"] < t for r in commits)
+    return c.t < t and not any(_norm(r.path) == c.path and c.t < r.t < t for r in commits)
 
 
-def _spoiled(commit: Record, corruptions: list[_Corruption], before: float, commits: list[Record]) -> bool:
+def _spoiled(commit: CkptCommit, corruptions: list[_Corruption], before: float, commits: list[CkptCommit]) -> bool:
     """Was this commit's checkpoint corrupted by the harness (and not re-committed) before ``before``?"""
-    path = _norm(commit.get("path"))
-    return any(c.path == path and commit["t"] < c.t and _unrepaired(c, before, commits) for c in corruptions)
+    path = _norm(commit.path)
+    return any(c.path == path and commit.t < c.t and _unrepaired(c, before, commits) for c in corruptions)
 
 
 def _step_of_path(path: str) -> int | None:

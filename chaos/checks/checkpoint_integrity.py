@@ -47,6 +47,7 @@ from chaos.checks._saves import (CHECKPOINT_SUFFIXES, _announced, _attempt_start
                                  _corruptions, _Load, _loads, _look, _problems, _spoiled, _step_of_path,
                                  _unproven_load, _unrepaired)
 from chaos.evidence.events import Record
+from chaos.evidence.records import CkptBegin, CkptCommit, CkptError, CkptReject
 
 
 class CheckpointIntegrityConfig(CheckConfig):
@@ -68,7 +69,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         loads = _loads(h.of("ckpt_load"))
         rejects = h.of("ckpt_reject")
         errors = h.of("ckpt_error")
-        looks = [r for r in h.of("ckpt_verify") if r.get("source") == "harness"]
+        looks = [r for r in h.of("ckpt_verify") if r.source == "harness"]
         corruptions = _corruptions(outcome)
         failures: list[str] = []
         unproven: list[str] = []
@@ -129,13 +130,13 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 
     # ---- 1. the disk, and each commit as the witness saw it ----------------------------------
 
-    def _verify_disk(self, root: Path, saves: list[Record], corruptions: list[_Corruption],
+    def _verify_disk(self, root: Path, saves: list[CkptCommit | CkptBegin], corruptions: list[_Corruption],
                      failures: list[str], notes: list[str]) -> dict[str, Report]:
-        announced = {_norm(r["path"]): r for r in saves if r.get("path") and r["ev"] == "ckpt_commit"}
+        announced = {_norm(r.path): r for r in saves if r.path and isinstance(r, CkptCommit)}
         candidates: dict[str, Path] = {}
         # The run's checkpoint directory, and each directory a save was announced in: a stack may keep its
         # checkpoints below the one it was given (Accelerate's project_dir/checkpoints/checkpoint_N).
-        roots = [root] + sorted({Path(p).parent for r in saves if (p := _norm(r.get("path")))} - {Path(_norm(root))})
+        roots = [root] + sorted({Path(p).parent for r in saves if (p := _norm(r.path))} - {Path(_norm(root))})
         for where in roots:
             if not where.is_dir():
                 continue
@@ -164,32 +165,32 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
             if key in corrupted:
                 notes.append(f"{entry.name}: corrupted by the harness and left on disk: {report.summary()}")
             elif key in announced:
-                step = announced[key].get("step")
+                step = announced[key].step
                 failures.append(f"committed checkpoint {entry.name} (ckpt_commit of step {step}) is torn: "
                                 f"{report.summary()}")
             else:
                 failures.append(f"checkpoint {entry.name} claims to be committed but is invalid: {report.summary()}")
         return reports
 
-    def _judge_commit_looks(self, commits: list[Record], reports: dict[str, Report], looks: list[Record],
+    def _judge_commit_looks(self, commits: list[CkptCommit], reports: dict[str, Report], looks: list[Record],
                             corruptions: list[_Corruption], failures: list[str], unproven: list[str],
                             notes: list[str]) -> set[str]:
         """Paths the witness verified intact when committed; judges every commit the disk cannot vouch for."""
         verified: set[str] = set()
         unverified: dict[str, str] = {}
         for commit in commits:
-            key = _norm(commit.get("path"))
+            key = _norm(commit.path)
             if not key:
                 continue
-            name, step = Path(key).name, commit.get("step")
-            look = _look(looks, "ckpt_commit", key, str(commit.get("attempt")), frozenset({commit["t"]}))
+            name, step = Path(key).name, commit.step
+            look = _look(looks, "ckpt_commit", key, str(commit.attempt), frozenset({commit.t}))
             report = reports.get(key)
             if look is not None and look.get("ok") is True:
                 verified.add(key)
                 continue
             if look is not None and look.get("ok") is False:
                 # The witness looks in the background; a fault fired by the same commit may have got there first.
-                race = next((c for c in corruptions if c.path == key and commit["t"] <= c.t <= look["t"]), None)
+                race = next((c for c in corruptions if c.path == key and commit.t <= c.t <= look.t), None)
                 if race is not None:
                     notes.append(f"{name}: the harness's look at its commit overlapped {race.label} corrupting it, "
                                  "so it says nothing about the save")
@@ -200,7 +201,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 continue
             if report is not None:
                 continue
-            if any(c.path == key and c.t > commit["t"] for c in corruptions):
+            if any(c.path == key and c.t > commit.t for c in corruptions):
                 notes.append(f"{name}: gone from disk after the harness corrupted it, never verified intact")
                 continue
             unverified.setdefault(key, f"{name} (step {step}" + (f": {_problems(look)})" if look else ")"))
@@ -214,7 +215,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 
     # ---- 2. every load ------------------------------------------------------------------------
 
-    def _judge_loads(self, loads: list[_Load], commits: list[Record], begins: list[Record], looks: list[Record],
+    def _judge_loads(self, loads: list[_Load], commits: list[CkptCommit], begins: list[CkptBegin], looks: list[Record],
                      corruptions: list[_Corruption], failures: list[str], notes: list[str], *,
                      reports: dict[str, Report], unproven: list[str], incomplete: list[Record]) -> None:
         for load in loads:
@@ -248,7 +249,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 continue
             if look.get("ok") is not False:
                 continue
-            race = next((c for c in corruptions if c.path == load.key and load.t <= c.t <= look["t"]), None)
+            race = next((c for c in corruptions if c.path == load.key and load.t <= c.t <= look.t), None)
             if race is not None:
                 notes.append(f"{load.name}: the harness's look at the load by {load.who} overlapped {race.label} "
                              "corrupting it, so it says nothing about what was loaded")
@@ -258,8 +259,8 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 
     # ---- 3. deliberate corruption -------------------------------------------------------------
 
-    def _judge_corruptions(self, corruptions: list[_Corruption], commits: list[Record], loads: list[_Load],
-                           rejects: list[Record], starts: dict[str, float], failures: list[str],
+    def _judge_corruptions(self, corruptions: list[_Corruption], commits: list[CkptCommit], loads: list[_Load],
+                           rejects: list[CkptReject], starts: dict[str, float], failures: list[str],
                            unproven: list[str]) -> int:
         tested = 0
         for c in corruptions:
@@ -291,7 +292,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                                     f"was loaded by {load.who} without being rejected")
                     break
                 passed_over = step is not None and step > load.step
-                rejected = any(_norm(r.get("path")) == c.path and c.t < r["t"] <= load.t for r in rejects)
+                rejected = any(_norm(r.path) == c.path and c.t < r.t <= load.t for r in rejects)
                 if passed_over and not rejected:
                     failures.append(f"corrupted checkpoint {name} ({c.mode}) was skipped without a ckpt_reject: "
                                     f"{load.who} resumed from step {load.step} and never said why it passed over it")
@@ -316,17 +317,17 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 
     # ---- 5. lost commits ----------------------------------------------------------------------
 
-    def _judge_lost_commits(self, commits: list[Record], loads: list[_Load], corruptions: list[_Corruption],
+    def _judge_lost_commits(self, commits: list[CkptCommit], loads: list[_Load], corruptions: list[_Corruption],
                             failures: list[str]) -> None:
         for load in loads:
-            usable = [r for r in commits if r["t"] < load.t and not _spoiled(r, corruptions, load.t, commits)]
+            usable = [r for r in commits if r.t < load.t and not _spoiled(r, corruptions, load.t, commits)]
             if not usable:
                 continue
-            newest = max(usable, key=lambda r: int(r.get("step") or 0))
-            if int(newest.get("step") or 0) > load.step:
+            newest = max(usable, key=lambda r: int(r.step or 0))
+            if int(newest.step or 0) > load.step:
                 where = "a fresh start (step 0)" if load.step == 0 else f"step {load.step}"
-                path = _norm(newest.get("path"))
-                saved_again = any(_norm(r.get("path")) == path and r["t"] > load.t for r in commits)
+                path = _norm(newest.path)
+                saved_again = any(_norm(r.path) == path and r.t > load.t for r in commits)
                 if os.path.exists(path) and not saved_again:
                     # Still there, never rewritten: the stack's resume rule chose an older one.
                     fate = (", and it is still on disk: the resume passed over it, and the steps since "
@@ -334,30 +335,29 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 else:
                     fate = ", and it is gone from disk" if not os.path.exists(path) else ""
                     fate += ": a committed checkpoint was lost"
-                failures.append(f"{load.who} resumed from {where}, but step {newest.get('step')} had been committed "
-                                f"({Path(str(newest.get('path'))).name}) and the harness did not corrupt it{fate}")
+                failures.append(f"{load.who} resumed from {where}, but step {newest.step} had been committed "
+                                f"({Path(str(newest.path)).name}) and the harness did not corrupt it{fate}")
                 return
 
     # ---- 6. failed saves ----------------------------------------------------------------------
 
-    def _judge_failed_saves(self, errors: list[Record], commits: list[Record], loads: list[_Load],
+    def _judge_failed_saves(self, errors: list[CkptError], commits: list[CkptCommit], loads: list[_Load],
                             failures: list[str]) -> None:
         for err in errors:
-            path = _norm(err.get("path"))
-            recommit = min((r["t"] for r in commits if _norm(r.get("path")) == path and r["t"] > err["t"]),
-                           default=float("inf"))
-            bad = next((ld for ld in loads if err["t"] < ld.t < recommit and ld.key == path), None)
+            path = _norm(err.path)
+            recommit = min((r.t for r in commits if _norm(r.path) == path and r.t > err.t), default=float("inf"))
+            bad = next((ld for ld in loads if err.t < ld.t < recommit and ld.key == path), None)
             if bad is not None:
-                failures.append(f"the failed save of step {err.get('step')} ({err.get('error', '')[:80]}) was "
+                failures.append(f"the failed save of step {err.step} ({(err.error or '')[:80]}) was "
                                 f"loaded by {bad.who}")
                 continue
-            before = [r for r in commits if r["t"] < err["t"] and _norm(r.get("path")) != path]
-            later = any(r["t"] > err["t"] for r in commits)
+            before = [r for r in commits if r.t < err.t and _norm(r.path) != path]
+            later = any(r.t > err.t for r in commits)
             if before and not later:
-                prev = max(before, key=lambda r: r["t"])
-                if not os.path.exists(_norm(prev.get("path"))):
-                    failures.append(f"the failed save of step {err.get('step')} destroyed the previous good "
-                                    f"checkpoint {Path(str(prev.get('path'))).name} (gone from disk, nothing "
+                prev = max(before, key=lambda r: r.t)
+                if not os.path.exists(_norm(prev.path)):
+                    failures.append(f"the failed save of step {err.step} destroyed the previous good "
+                                    f"checkpoint {Path(str(prev.path)).name} (gone from disk, nothing "
                                     "committed since)")
 
 

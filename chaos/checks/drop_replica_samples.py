@@ -47,13 +47,13 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
         steps = [(p.group, r) for p in groups.processes.values() for r in p.steps]
         if not steps:
             return self.failed("no replica group committed a step")
-        if any(not isinstance(r.get("samples"), list) for _g, r in steps):
+        if any(not isinstance(r.samples, list) for _g, r in steps):
             return self.inconclusive("committed steps carry no 'samples' list, so what each group trained cannot be "
                                      "accounted; report them with chaos.integrations.torchft.Reporter.step")
-        declared = [int(r["num_replica_groups"]) for r in h.of("start")
-                    if isinstance(r.get("num_replica_groups"), int) and r.get("pid") in groups.processes]
+        declared = [int(r.num_replica_groups) for r in h.of("start")
+                    if isinstance(r.num_replica_groups, int) and r.pid in groups.processes]
         n_groups = max(declared + [len(groups.groups)])
-        last = max(int(r["step"]) for _g, r in steps)
+        last = max(int(r.step) for _g, r in steps)
         procs_of = {id(r): p for p in groups.processes.values() for r in p.steps}
         by_step: dict[int, dict[int, list[Any]]] = defaultdict(lambda: defaultdict(list))
         trained: dict[int, dict[int, list[str]]] = defaultdict(lambda: defaultdict(list))
@@ -64,30 +64,31 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
         figures: dict[str, Any] = {"replica_groups": n_groups, "last_step": last,
                                    "discarded_steps": len(h.of("discard"))}
         for g, r in sorted(steps, key=lambda gr: gr[1].t):
-            s, proc = int(r["step"]), procs_of[id(r)]
+            s, proc = int(r.step), procs_of[id(r)]
             if (g, proc.rank, s) in seen:
                 twice.append(f"rg{g} step {s}")
                 continue
             seen.add((g, proc.rank, s))
             by_step[s][g].append(r)
+            # Any word of skipping, even false (Step.skipped reads only true): a live group drops nothing.
             if r.get("skipped") is not None:
                 return self.failed(f"rg{g} (pid {proc.pid}) reports step {s} skipped: a drop-replica job drops a down "
                                    f"group's share, not a live group's update", **figures)
-            bad = [i for i in r["samples"] if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < size]
+            bad = [i for i in r.samples if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < size]
             if bad:
                 return self.failed(f"rg{g} step {s} lists index(es) {bad[:EXAMPLES]} outside the dataset's 0.."
                                    f"{size - 1}", **figures)
-            if r.get("participating") is not None and r.get("participating") is not True:
+            if r.participating is not None and r.participating is not True:
                 healed = proc.steps[0] is r and any(hl.t <= r.t for hl in proc.heals)
-                if r.get("participating") is not False or not healed:
+                if r.participating is not False or not healed:
                     return self.failed(f"rg{g} (pid {proc.pid}) says it did not take part in step {s} "
-                                       f"(participating: {r.get('participating')!r}), which only the first step of "
+                                       f"(participating: {r.participating!r}), which only the first step of "
                                        f"a group that healed may say", **figures)
                 idle.add((g, s))
                 idle_lost[(g, s)].append(r)
                 continue  # committed with its peers' gradients (a heal): its own batch was not trained
-            for index in r["samples"]:
-                trained[int(r.get("epoch", 0))][int(index)].append(f"rg{g}:{s}")
+            for index in r.samples:
+                trained[int(r.epoch)][int(index)].append(f"rg{g}:{s}")
         skipped = [s for s in range(1, last + 1) if not by_step.get(s)]
         if skipped:
             return self.failed(f"step(s) {_listed(skipped)} committed by no replica group: the job's step counter "
@@ -107,8 +108,8 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
             present = by_step[s]
             when = min(r.t for rs in present.values() for r in rs)
             sample = next(r for rs in present.values() for r in rs)
-            parts = [r["participants"] for rs in present.values() for r in rs
-                     if isinstance(r.get("participants"), int) and not isinstance(r.get("participants"), bool)]
+            parts = [r.participants for rs in present.values() for r in rs
+                     if isinstance(r.participants, int) and not isinstance(r.participants, bool)]
             quorum = max(parts) if parts else None
             for g in everyone:
                 if g in present and (g, s) not in idle:
@@ -127,11 +128,11 @@ class DropReplicaSamples(Check, kind="drop_replica_samples"):
                 if g in present:
                     # A group that healed in the step: the batches of its processes that sat it out, each named.
                     for r in idle_lost[(g, s)]:
-                        lost_by_epoch[int(r.get("epoch", 0))] += len(r["samples"])
+                        lost_by_epoch[int(r.epoch)] += len(r.samples)
                 else:
                     # A down group leaves a batch of each of its ranks untrained, not one: as many as the group's
                     # ranks, each the size of a process's batch in the step (never more, or a real gap would hide).
-                    lost_by_epoch[int(sample.get("epoch", 0))] += groups.size(g) * len(sample["samples"])
+                    lost_by_epoch[int(sample.epoch)] += groups.size(g) * len(sample.samples)
         epochs = sorted(trained)
         unexplained = []
         for e in epochs[:-1]:  # the last epoch may be unfinished: its untrained indices are not yet due

@@ -47,6 +47,8 @@ class ExactlyOnce(Check, kind="exactly_once"):
             return self.inconclusive(f"nothing consumed was traced: the run's {len(h.of('step'))} step(s) were only "
                                      f"read from the output (workload.step_regex), which names no dataset index; "
                                      f"emit step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
+        # The field's presence, not its value (Step.samples reads None either way): a step that says
+        # ``samples: null`` did report, and is judged as untraced below.
         if any("samples" not in r for r in h.of("step") if r.source != "output"):
             return self.inconclusive("step events carry no 'samples' list, so consumption cannot be traced; emit "
                                      "step(step, epoch=..., samples=<dataset indices of this step>, loss=...)")
@@ -54,8 +56,8 @@ class ExactlyOnce(Check, kind="exactly_once"):
         if isinstance(lineage, CheckResult):
             return lineage
         final = h.final_attempt()
-        final_step = max((int(r["step"]) for r in h.finals() if str(r.get("attempt")) == final
-                          and isinstance(r.get("step"), int)), default=None)
+        final_step = max((int(r.step) for r in h.finals() if str(r.attempt) == final and isinstance(r.step, int)),
+                         default=None)
         return lineage, account_samples(lineage, size, self.config, ranks=h.attempt_ranks(), final_step=final_step)
 
     def _golden_comparison(self, outcome: RunOutcome, lineage: Lineage, acc: Accounting) -> GoldenComparison | None:

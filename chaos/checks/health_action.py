@@ -8,6 +8,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 from chaos.evidence.events import Record
+from chaos.evidence.harness_records import Launch, SlurmDrain, WorkerExit, XidWrite
 from chaos.health.exclusions import exclusions_path, read_exclusions
 from chaos.health.policy import Action, Policy
 
@@ -55,24 +56,23 @@ class HealthAction(Check, kind="health_action"):
         later = [f.t_inject for f in outcome.injected_faults if f.index == fault.index and f.t_inject is not None
                  and f.t_inject > fault.t_inject]
         until = min(later) - 1 if later else float("inf")
-        writes = [r for r in h.of("xid_write") if r.get("index") == fault.index
-                  and fault.t_inject - 1 <= r.get("t", 0) < until]
+        writes = [r for r in h.harness(XidWrite) if r.index == fault.index and fault.t_inject - 1 <= r.t < until]
         # The monitor's policy counts every report on the device in its window, this fire's and earlier
         # ones' alike: replay all of them, in order, and read the decision at each of this fire's writes.
         same = {f.index for f in outcome.injected_faults if f.kind == "xid"
                 and (f.details.get("code"), f.details.get("device")) == (code, device)}
         mine = {id(w) for w in writes}
-        last = max((w.get("t", 0) for w in writes), default=float("-inf"))
+        last = max((w.t for w in writes), default=float("-inf"))
         policy = Policy(degrading_count=c.degrading_count)
         expected = []
-        for w in sorted((r for r in h.of("xid_write") if r.get("index") in same and r.get("t", 0) <= last),
-                        key=lambda r: r.get("t", 0)):
-            policy.clock = lambda t=w["t"]: t
+        for w in sorted((r for r in h.harness(XidWrite) if r.index in same and r.t <= last), key=lambda r: r.t):
+            policy.clock = lambda t=w.t: t
             action = policy.decide(code, device).action
             if id(w) in mine:
                 expected.append(action)
+        # A health event's fields past the common ones are the monitor's to choose (docs/architecture.md): by name.
         events = [r for r in h.of("health") if r.get("code") == code and r.get("device") == device
-                  and r.get("t", 0) >= fault.t_inject]
+                  and r.t >= fault.t_inject]
         figs: dict[str, Any] = {"code": code, "device": device, "rank": rank, "writes": len(writes),
                                 "expected": [a.value for a in expected],
                                 "actions": [e.get("action") for e in events], "detect_s": None}
@@ -82,12 +82,12 @@ class HealthAction(Check, kind="health_action"):
             return (f"no health event for XID {code} on device {device} after the injection (is the monitor running? "
                     f"CHAOS_XID_SOURCE in the workload's environment)", figs)
         first = events[0]
-        figs["detect_s"] = round(first["t"] - fault.t_inject, 3)
+        figs["detect_s"] = round(first.t - fault.t_inject, 3)
         if figs["detect_s"] > c.within_s:
             return (f"the first health event came {figs['detect_s']} s after the XID (bound {c.within_s:g} s)", figs)
-        wrong = [e for e in events if e.get("rank") != rank]
+        wrong = [e for e in events if e.rank != rank]
         if wrong:
-            return (f"rank {wrong[0].get('rank')} acted on device {device}, which rank {rank} owns", figs)
+            return (f"rank {wrong[0].rank} acted on device {device}, which rank {rank} owns", figs)
         strongest = expected[-1] if expected else Action(d.get("action"))
         acted = [e for e in events if e.get("action") == strongest.value]
         if not acted:
@@ -100,15 +100,15 @@ class HealthAction(Check, kind="health_action"):
         return problem, figs
 
     def _restarted(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
-        h, t = outcome.history, event["t"]
-        exits = [r for r in h.of("worker_exit") if r.get("rank") == event.get("rank")
-                 and str(r.get("attempt")) == str(event.get("attempt")) and t <= r.get("t", 0) <= t + self.config.within_s]
+        h, t = outcome.history, event.t
+        exits = [r for r in h.harness(WorkerExit) if r.rank == event.rank
+                 and str(r.attempt) == str(event.attempt) and t <= r.t <= t + self.config.within_s]
         if not exits:
-            return f"rank {event.get('rank')} did not exit within {self.config.within_s:g} s of its restart decision"
-        later = [r for r in h.of("start") if r.get("t", 0) > t and str(r.get("attempt")) != str(event.get("attempt"))]
+            return f"rank {event.rank} did not exit within {self.config.within_s:g} s of its restart decision"
+        later = [r for r in h.of("start") if r.t > t and str(r.attempt) != str(event.attempt)]
         if not later:
             return "the rank exited but the job never restarted (no start of a later attempt)"
-        figs["restarted_as"] = str(later[0].get("attempt"))
+        figs["restarted_as"] = str(later[0].attempt)
         return None
 
     def _excluded(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
@@ -117,57 +117,59 @@ class HealthAction(Check, kind="health_action"):
                   and e.get("host") in (None, host)]
         if not record:
             return f"device {device} of {host} is not in {exclusions_path(outcome.run_dir).name}"
-        drains = [r for r in h.of("slurm_drain") if r.get("node") == host and r.get("t", 0) >= event["t"]]
+        drains = [r for r in h.harness(SlurmDrain) if r.node == host and r.t >= event.t]
         if drains:
             return self._drained(drains[0], outcome, figs)
-        relaunches = [r for r in h.of("launch") if r.get("t", 0) > event["t"] and "visible_devices" in r]
+        # A relaunch by the health monitor says which devices it kept; the launch at the job's start does not.
+        relaunches = [r for r in h.harness(Launch) if r.t > event.t and r.visible_devices is not None]
         if not relaunches:
             return "the device was recorded as bad but the job was never relaunched without it"
         launch = relaunches[0]
-        if device in launch["visible_devices"]:
-            return f"launch {launch.get('launch')} still used device {device}"
-        starts = [r for r in h.of("start") if _launch_of(r.get("attempt")) == launch.get("launch")]
-        sizes = sorted({r.get("world_size") for r in starts})
-        figs.update(relaunch=launch.get("launch"), world_size_after=sizes, visible_after=launch["visible_devices"])
-        if sizes != [launch.get("nproc_per_node")]:
-            return f"launch {launch.get('launch')} ran with world size {sizes}, expected {launch.get('nproc_per_node')}"
+        if device in launch.visible_devices:
+            return f"launch {launch.launch} still used device {device}"
+        starts = [r for r in h.of("start") if _launch_of(r.attempt) == launch.launch]
+        sizes = sorted({r.world_size for r in starts})
+        figs.update(relaunch=launch.launch, world_size_after=sizes, visible_after=launch.visible_devices)
+        if sizes != [launch.nproc_per_node]:
+            return f"launch {launch.launch} ran with world size {sizes}, expected {launch.nproc_per_node}"
         final = h.final_attempt()
-        if outcome.exit_code != 0 or final is None or _launch_of(final) != launch.get("launch"):
+        if outcome.exit_code != 0 or final is None or _launch_of(final) != launch.launch:
             return f"the job did not complete in the relaunch without device {device} (exit {outcome.exit_code}, final attempt {final})"
         return None
 
-    def _drained(self, drain: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+    def _drained(self, drain: SlurmDrain, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
         """On a scheduler (Slurm): the node was drained, and the job ran again, and finished, without it."""
-        h, node = outcome.history, drain.get("node")
-        later = [r for r in h.of("start") if r.get("t", 0) > drain["t"]]
+        h, node = outcome.history, drain.node
+        later = [r for r in h.of("start") if r.t > drain.t]
         hosts = sorted({str(r.get("host")) for r in later})
-        figs.update(drained=node, drain_reason=drain.get("reason"), hosts_after=hosts)
+        figs.update(drained=node, drain_reason=drain.reason, hosts_after=hosts)
         if not later:
             return f"{node} was drained but the job never started again"
         if node in hosts:
-            attempt = next(r.get("attempt") for r in later if r.get("host") == node)
+            attempt = next(r.attempt for r in later if r.get("host") == node)
             return f"attempt {attempt} ran on {node} after it was drained"
         final = h.final_attempt()
-        if outcome.exit_code != 0 or final is None or final not in {str(r.get("attempt")) for r in later}:
+        if outcome.exit_code != 0 or final is None or final not in {str(r.attempt) for r in later}:
             return f"the job did not complete after {node} was drained (exit {outcome.exit_code}, final attempt {final})"
         return None
 
     def _checkpointed(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
-        h, t = outcome.history, event["t"]
-        begins = [r for r in h.of("ckpt_begin") if t <= r.get("t", 0) <= t + self.config.within_s]
-        commits = {r.get("step") for r in h.of("ckpt_commit") if r.get("t", 0) >= t}
+        h, t = outcome.history, event.t
+        begins = [r for r in h.of("ckpt_begin") if t <= r.t <= t + self.config.within_s]
+        commits = {r.step for r in h.of("ckpt_commit") if r.t >= t}
         every = _int(outcome.experiment.workload.args.get("ckpt_every"))
         # The periodic save would have happened without the alert: only one that says it was for the
-        # alert (reason "health"), or that falls off the periodic schedule, answers it.
+        # alert (reason "health"), or that falls off the periodic schedule, answers it. ``reason`` is a field the
+        # protocol leaves open (no ``CkptBegin.reason``): by name.
         asked = [b for b in begins if b.get("reason") == "health"
-                 or (b.get("reason") is None and every and int(b.get("step") or 0) % every != 0)]
-        done = [b for b in asked if b.get("step") in commits]
+                 or (b.get("reason") is None and every and int(b.step or 0) % every != 0)]
+        done = [b for b in asked if b.step in commits]
         if not done:
-            periodic = [b.get("step") for b in begins if b not in asked]
+            periodic = [b.step for b in begins if b not in asked]
             also = (f" (the periodic save(s) of step {periodic} do not count: they were due anyway)"
                     if periodic else "")
             return (f"no checkpoint was started for the degrading alert and committed within "
                     f"{self.config.within_s:g} s{also}")
-        figs["checkpoint_step"] = done[0].get("step")
-        figs["checkpoint_after_s"] = round(done[0]["t"] - t, 3)
+        figs["checkpoint_step"] = done[0].step
+        figs["checkpoint_after_s"] = round(done[0].t - t, 3)
         return None

@@ -33,6 +33,8 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.events import History
+from chaos.evidence.harness_records import KubeContainer, KubeEvents, KubeEvicted, KubeJob, NodeLaunch, WorkerSpawn
 
 KINDS = ("pod-delete", "container-kill", "node-drain", "node-notready")
 
@@ -67,25 +69,24 @@ class KubeRecovered(Check, kind="kube_recovered"):
     def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
         h = outcome.history
         # Evidence only: the harness's own records, each with a time, a pod uid and a restart count.
-        seen = sorted((r for r in h.of("kube_container") if r.get("source") == "harness" and _usable(r)),
-                      key=lambda r: r.t)
-        policies = {r.get("node"): r.get("restart_policy") for r in h.of("node_launch") if r.get("source") == "harness"}
-        limits = {r.get("node"): r.get("backoff_limit") for r in h.of("node_launch") if r.get("source") == "harness"}
+        seen = sorted((r for r in h.harness(KubeContainer) if _usable(r)), key=lambda r: r.t)
+        policies = {r.node: r.restart_policy for r in h.harness(NodeLaunch)}
+        limits = {r.node: r.backoff_limit for r in h.harness(NodeLaunch)}
         figs: dict[str, Any] = {"nodes": {}}
         details = fault.details if isinstance(fault.details, dict) else {}
         t0 = float(fault.t_inject or 0.0)
         struck_pods: set[str] = set()
         if fault.kind == "node-notready":
             # The pods the taint manager evicted while the kubelet was stopped, as the fault found them at the resume.
-            found = [r for r in h.of("kube_evicted") if r.get("source") == "harness" and r.get("index") == fault.index
-                     and r.t >= t0]
+            found = [r for r in h.harness(KubeEvicted) if r.index == fault.index and r.t >= t0]
             if not found:
                 figs["inconclusive"] = "the fault left no record of the pods evicted while the node was NotReady"
                 return None, figs
             # Its new pods count from the kubelet's resume (the SIGCONT), not from the end of the revert.
-            resumed = found[0].get("t_resume")
+            resumed = found[0].t_resume
+            # The pods as written (by name, not ``KubeEvicted.pods``): a malformed list is named below as it was.
             details = {**details, "evicted": found[0].get("pods"),
-                       "resumed": resumed if isinstance(resumed, (int, float)) else fault.t_release}
+                       "resumed": resumed if resumed is not None else fault.t_release}
             figs.update(_outage(h, fault))
             if details["evicted"] == []:
                 return self._rode_out(fault, details, seen, h, figs)
@@ -95,7 +96,7 @@ class KubeRecovered(Check, kind="kube_recovered"):
                 figs["inconclusive"] = f"the drain's record of the pods it evicted is malformed: {evicted!r}"
                 return None, figs
             struck_pods = set(evicted)
-            owner = {r.get("pod"): str(r.get("node")) for r in seen if r.t <= t0}
+            owner = {r.pod: str(r.node) for r in seen if r.t <= t0}
             unseen = sorted(p for p in struck_pods if p not in owner)
             if unseen or not struck_pods:
                 figs["inconclusive"] = ("the harness never saw a container of the evicted pod(s) "
@@ -118,41 +119,41 @@ class KubeRecovered(Check, kind="kube_recovered"):
         # ran before it is not the way back.
         start = max(t0, release) if fault.kind in ("node-drain", "node-notready") and release is not None else t0
         for node in nodes:
-            before = [r for r in seen if r.get("node") == node and r.t <= t0]
-            struck = [r for r in before if r.get("container") == details.get("container")] or before
+            before = [r for r in seen if r.node == node and r.t <= t0]
+            struck = [r for r in before if r.container == details.get("container")] or before
             if not struck:
                 figs["inconclusive"] = f"no container of {node} was seen before the fault: what came back is unknown"
                 return None, figs
             base = struck[-1]
-            named = [r.get("pod_uid") for r in seen if r.get("pod") == details.get("pod")]
+            named = [r.pod_uid for r in seen if r.pod == details.get("pod")]
             struck_uid = (details["pod_uid"] if isinstance(details.get("pod_uid"), str)
-                          else named[0] if named else base.get("pod_uid"))
+                          else named[0] if named else base.pod_uid)
             count = max(_count(base), details["restart_count"] if isinstance(details.get("restart_count"), int) else 0)
             # The uncordon bounds only what runs on the drained node: on a cluster of several, an evicted pod's
             # replacement may start elsewhere at once (a record that does not say where is taken as the drained one).
-            after = [r for r in seen if r.get("node") == node and r.t > t0
-                     and (r.t >= start or r.get("k8s_node") not in (None, details.get("node")))
-                     and r.get("pod") not in struck_pods and r.get("container") != details.get("container")
-                     and (r.get("pod_uid") != struck_uid or _count(r) > count)]
-            jobs = [r for r in h.of("kube_job") if r.get("source") == "harness" and r.get("node") == node]
+            after = [r for r in seen if r.node == node and r.t > t0
+                     and (r.t >= start or r.k8s_node not in (None, details.get("node")))
+                     and r.pod not in struck_pods and r.container != details.get("container")
+                     and (r.pod_uid != struck_uid or _count(r) > count)]
+            jobs = [r for r in h.harness(KubeJob) if r.node == node]
             if not after:
-                gave_up = next((r for r in jobs if r.t > t0 and isinstance(r.get("gave_up"), str)), None)
+                gave_up = next((r for r in jobs if r.t > t0 and r.gave_up is not None), None)
                 # Under OnFailure the Job counts its container's restarts, which its status does not give (and a
                 # restart that died between two reads was never seen): no count rather than a wrong one.
                 counted = ("after its container's restarts" if policies.get(node) == "OnFailure"
-                           else f"{gave_up.get('failed') if gave_up else '?'} failed pod(s)")
-                why = (f"its Job gave up ({gave_up['gave_up']}: {counted}, backoffLimit "
+                           else f"{gave_up.failed if gave_up else '?'} failed pod(s)")
+                why = (f"its Job gave up ({gave_up.gave_up}: {counted}, backoffLimit "
                        f"{limits.get(node, '?')})" if gave_up is not None
                        else "the Job gave up, or the kubelet left it dead")
                 return f"{node} never ran again after it: no new pod and no restarted container ({why})", figs
             back = after[0]
-            how = "a new pod" if back.get("pod_uid") != struck_uid else "restarted in place"
+            how = "a new pod" if back.pod_uid != struck_uid else "restarted in place"
             # The Job's own account when the node was back: the failures it counted against its backoffLimit.
-            failed = [r.get("failed") for r in jobs if r.t <= back.t and isinstance(r.get("failed"), int)]
-            figs["nodes"][node] = {"how": how, "back_s": round(back.t - t0, 3), "pod": back.get("pod"),
-                                   "k8s_node": back.get("k8s_node"), "struck_k8s_node": details.get("node") if
-                                   fault.kind in ("node-drain", "node-notready") else base.get("k8s_node"),
-                                   "restart_count": back.get("restart_count"),
+            failed = [r.failed for r in jobs if r.t <= back.t and r.failed is not None]
+            figs["nodes"][node] = {"how": how, "back_s": round(back.t - t0, 3), "pod": back.pod,
+                                   "k8s_node": back.k8s_node, "struck_k8s_node": details.get("node") if
+                                   fault.kind in ("node-drain", "node-notready") else base.k8s_node,
+                                   "restart_count": back.restart_count,
                                    "job_failed": failed[-1] if failed else None, "backoff_limit": limits.get(node)}
             expected = _expected(fault.kind, policies.get(node))
             if expected is None:
@@ -163,12 +164,12 @@ class KubeRecovered(Check, kind="kube_recovered"):
                 return (f"{node} came back as {how}, but {fault.kind} under restartPolicy {policies.get(node)} "
                         f"should be {expected}"), figs
             if fault.kind == "node-notready" and release is not None \
-                    and back.get("k8s_node") not in (None, details.get("node")):
+                    and back.k8s_node not in (None, details.get("node")):
                 nxt = [f.t_inject for f in outcome.faults if isinstance(f.t_inject, (int, float)) and f.t_inject > t0]
                 problem = _beside(h, node, (t0, release, min(nxt, default=None)), back, figs, self.config.max_s)
                 if problem or figs.get("inconclusive"):
                     return problem, figs
-            since_t = start if back.get("k8s_node") in (None, details.get("node")) else t0
+            since_t = start if back.k8s_node in (None, details.get("node")) else t0
             waited = back.t - since_t
             if waited > self.config.max_s:
                 since = ("the kubelet's resume" if fault.kind == "node-notready" else "the uncordon") \
@@ -177,7 +178,7 @@ class KubeRecovered(Check, kind="kube_recovered"):
         return None, figs
 
 
-    def _rode_out(self, fault: FaultRecord, details: dict[str, Any], seen: list[Any], h: Any,
+    def _rode_out(self, fault: FaultRecord, details: dict[str, Any], seen: list[KubeContainer], h: History,
                   figs: dict[str, Any]) -> tuple[str | None, dict[str, Any]]:
         """A NotReady node whose pods were not evicted (the outage was shorter than the node controller's grace
         and the pods' toleration, or every node of the zone was NotReady, when Kubernetes evicts nothing): its
@@ -194,16 +195,16 @@ class KubeRecovered(Check, kind="kube_recovered"):
                                     "fault (the outage shorter than the node controller's grace period, or the Events "
                                     "not read): nothing was evicted, and nothing shows there was an outage to ride out")
             return None, figs
-        nodes = sorted({str(r.get("node")) for r in seen if r.t <= t0
-                        and r.get("k8s_node") in (None, details.get("node"))})
+        nodes = sorted({str(r.node) for r in seen if r.t <= t0 and r.k8s_node in (None, details.get("node"))})
         if not nodes:
             figs["inconclusive"] = "no container was seen on the NotReady node before the fault: what rode it out is unknown"
             return None, figs
         for node in nodes:
-            again = [r for r in seen if r.get("node") == node and r.t > t0]
+            again = [r for r in seen if r.node == node and r.t > t0]
             if again:
                 return (f"nothing was evicted while the node was NotReady, yet {node} started container "
-                        f"{again[0].get('container')} {again[0].t - t0:.1f} s after the fault"), figs
+                        f"{again[0].container} {again[0].t - t0:.1f} s after the fault"), figs
+            # A rank's ``host``, by name: the protocol's record classes (chaos.evidence.records) do not type it.
             steps = [r.t for r in h.of("step") if str(r.get("host")) == node and r.t >= resumed]
             if not steps:
                 return (f"{node} was not evicted and did not train after the kubelet's resume: its ranks reported no "
@@ -216,18 +217,18 @@ class KubeRecovered(Check, kind="kube_recovered"):
         return None, figs
 
 
-def _outage(h: Any, fault: FaultRecord) -> dict[str, Any]:
+def _outage(h: History, fault: FaultRecord) -> dict[str, Any]:
     """The cluster's own account of a NotReady node (the fault's ``kube_events`` record): when the node controller
     saw it NotReady and when the kubelet said it was Ready again after that, in seconds from the fault."""
     t0 = float(fault.t_inject or 0.0)
-    found = [r for r in h.of("kube_events") if r.get("source") == "harness" and r.get("index") == fault.index
-             and r.t >= t0]
-    events = found[0].get("events") if found else None
-    if not isinstance(events, list):
+    found = [r for r in h.harness(KubeEvents) if r.index == fault.index and r.t >= t0]
+    events = found[0].events if found else None
+    if events is None:
         return {"notready_s": None, "ready_again_s": None}
 
     def first(reason: str, since: float) -> float | None:
-        # Events carry whole seconds: one stamped in the second the fault struck counts.
+        # Events carry whole seconds: one stamped in the second the fault struck counts. Each is the cluster's own
+        # object as the API gave it (its fields the cluster's, not the harness's): read by name.
         times = [e["t"] for e in events if isinstance(e, dict) and e.get("reason") == reason and e.get("kind") == "Node"
                  and isinstance(e.get("t"), (int, float)) and e["t"] >= since - 1]
         return min(times) if times else None
@@ -246,37 +247,32 @@ def _outage_said(figs: dict[str, Any]) -> str:
     return f"the node went {' and '.join(said)} (the cluster's Events); " if said else ""
 
 
-def _launch(rec: Any) -> int | None:
-    value = rec.get("launch")
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _beside(h: Any, node: str, times: tuple[float, float, float | None], back: Any, figs: dict[str, Any],
-            max_s: float) -> str | None:
+def _beside(h: History, node: str, times: tuple[float, float, float | None], back: KubeContainer,
+            figs: dict[str, Any], max_s: float) -> str | None:
     """A replacement on another node of an evicted pod whose containers still ran (their kubelet stopped: nothing
     could end them; and after its resume, until it has) is not yet the node back: its agent waits as a spare in
     the rendezvous until the evicted pod ends, and a job that ends first never used it. The node is back when
     workers of a later launch than any of its workers before the fault (``worker_spawn``'s ``launch``) start
     after the replacement did and before the next fault, within ``max_s`` of the kubelet's resume."""
     t0, resumed, next_fault = times
-    spawns = [r for r in h.of("worker_spawn") if r.get("source") == "harness" and r.get("node") == node]
-    before = [_launch(r) for r in spawns if r.t <= t0]
+    spawns = [r for r in h.harness(WorkerSpawn) if r.node == node]
+    before = [r.launch for r in spawns if r.t <= t0]
     struck = max((x for x in before if x is not None), default=None)
     if struck is None or None in before:
-        figs["inconclusive"] = (f"{node}'s replacement started on {back.get('k8s_node')} while the evicted pod ran on, "
+        figs["inconclusive"] = (f"{node}'s replacement started on {back.k8s_node} while the evicted pod ran on, "
                                 f"and no launch number says which container {node}'s workers before the fault were "
                                 f"in: whether the replacement ever trained is unknown")
         return None
-    later = [r for r in spawns if r.t >= back.t and (launch := _launch(r)) is not None and launch > struck
+    later = [r for r in spawns if r.t >= back.t and (launch := r.launch) is not None and launch > struck
              and (next_fault is None or r.t < next_fault)]
     if not later:
-        return (f"{node}'s replacement pod started on {back.get('k8s_node')} {back.t - t0:.1f} s after it, beside the "
+        return (f"{node}'s replacement pod started on {back.k8s_node} {back.t - t0:.1f} s after it, beside the "
                 f"evicted pod (its kubelet stopped), and never started workers: a spare while the evicted pod "
                 f"trained on")
     figs["nodes"][node]["trained_s"] = round(later[0].t - t0, 3)
     waited = later[0].t - resumed
     if waited > max_s:
-        return (f"{node}'s replacement on {back.get('k8s_node')} started workers only {waited:.1f} s after the "
+        return (f"{node}'s replacement on {back.k8s_node} started workers only {waited:.1f} s after the "
                 f"kubelet's resume (bound {max_s:g} s)")
     return None
 
@@ -304,15 +300,13 @@ def _backoff(figs: dict[str, Any]) -> str:
     return f" (its Job counted {figs['job_failed']} failed pod(s), backoffLimit {limit})"
 
 
-def _usable(rec: Any) -> bool:
+def _usable(rec: KubeContainer) -> bool:
     """A container record that can prove something: its pod's uid, its restart count and its pod's name."""
-    return (isinstance(rec.get("pod_uid"), str) and bool(rec.get("pod_uid")) and isinstance(rec.get("pod"), str)
-            and isinstance(rec.get("restart_count"), int) and not isinstance(rec.get("restart_count"), bool))
+    return bool(rec.pod_uid) and rec.pod is not None and rec.restart_count is not None
 
 
-def _count(rec: Any) -> int:
-    value = rec.get("restart_count")
-    return value if isinstance(value, int) else 0
+def _count(rec: KubeContainer) -> int:
+    return rec.restart_count if rec.restart_count is not None else 0
 
 
 def _expected(kind: str, policy: Any) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome, norm_path
 from chaos.errors import ChaosError
+from chaos.evidence.records import CkptCommit
 
 
 class NoCorruptCommitConfig(CheckConfig):
@@ -40,23 +41,23 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
         # One commit per path, attempt and step: a path committed again (a later attempt that saved the same
         # step, a workload that overwrites latest.pt at every save) is another checkpoint, and the witness
         # looks at each (chaos.evidence.witness); a commit without a look of its own is not scanned.
-        commits: dict[tuple[str, str, str], Any] = {}
+        commits: dict[tuple[str, str, str], CkptCommit] = {}
         for r in h.of("ckpt_commit"):
-            if r.get("source") != "harness" and r.get("path"):
-                commits.setdefault((norm_path(r["path"]), str(r.get("attempt")), str(r.get("step"))), r)
+            if r.source != "harness" and r.path:
+                commits.setdefault((norm_path(r.path), str(r.attempt), str(r.step)), r)
         if not commits:
             return self.inconclusive("the run committed no checkpoint (no ckpt_commit event), so no committed "
                                      "state could be scanned")
         looks: dict[tuple[str, str, str], list[Any]] = {}
         for r in h.of("ckpt_verify"):
             if r.get("seen") == "ckpt_commit":
-                looks.setdefault((norm_path(r.get("path")), str(r.get("attempt")), str(r.get("step"))), []).append(r)
+                looks.setdefault((norm_path(r.get("path")), str(r.attempt), str(r.get("step"))), []).append(r)
         figures: dict[str, Any] = {"committed": len(commits), "scanned": 0, "values": 0}
         missing: list[str] = []
-        for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].get("t", 0.0), kv[0])):
+        for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].t, kv[0])):
             seen = looks.get(key, [])
             scans = [r["values"] for r in seen if isinstance(r.get("values"), dict)]
-            step = commit.get("step")
+            step = commit.step
             if not scans:
                 gone = any(r.get("gone") for r in seen)
                 missing.append(f"step {step} ({'removed before the harness could read it' if gone else 'never scanned'})")
@@ -64,9 +65,9 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
             # Any scan of it that found a NaN condemns it; one clean scan cannot vouch for another.
             bad = next((v for v in scans if v.get("nonfinite")), None)
             if bad is not None:
-                figures["corrupt"] = {"step": step, "path": commit.get("path"), "attempt": key[1],
+                figures["corrupt"] = {"step": step, "path": commit.path, "attempt": key[1],
                                       "nonfinite": bad["nonfinite"], "tensors": bad.get("bad", [])}
-                return self.failed(f"the checkpoint committed at step {step} ({commit.get('path')}, attempt {key[1]}) "
+                return self.failed(f"the checkpoint committed at step {step} ({commit.path}, attempt {key[1]}) "
                                    f"holds {bad['nonfinite']} non-finite value(s): {', '.join(bad.get('bad', [])[:3])}; "
                                    f"a resume from it carries them on", **figures)
             partial = [v for v in scans if v.get("unscanned") or not v.get("tensors")]
@@ -84,7 +85,7 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
             return self.passed(finite, **figures)
         return self._against_golden(outcome, commits, looks, figures, finite)
 
-    def _against_golden(self, outcome: RunOutcome, commits: dict[tuple[str, str, str], Any],
+    def _against_golden(self, outcome: RunOutcome, commits: dict[tuple[str, str, str], CkptCommit],
                         looks: dict[tuple[str, str, str], list[Any]], figures: dict[str, Any],
                         finite: str) -> CheckResult:
         if outcome.golden is None:
@@ -99,8 +100,8 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
             return self.inconclusive(f"{finite}; but the fault-free run recorded no checkpoint digests to compare "
                                      f"them with (golden_digests)", **figures)
         compared, unmatched = [], []
-        for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].get("t", 0.0), kv[0])):
-            step = commit.get("step")
+        for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].t, kv[0])):
+            step = commit.step
             want = digests.get(str(step))
             got_all = [d for look in looks.get(key, []) if (d := (look.get("values") or {}).get("digest"))]
             if want is None or not got_all:

@@ -41,6 +41,8 @@ from pydantic import Field
 
 from chaos.checks._saves import _attempt_starts
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.evidence.events import History
+from chaos.evidence.harness_records import CkptPointer, CkptVerify, Launch, PointerOrder, PointerWatch
 
 
 class PointerDurableConfig(CheckConfig):
@@ -70,28 +72,27 @@ class PointerDurable(Check, kind="pointer_durable"):
         h = outcome.history
         name = self.config.pointer
         # This check's pointer only: an experiment may watch two (latest and last.ckpt), each with its own check.
-        watch = [r for r in h.of("pointer_watch") if r.get("source") == "harness"
-                 and Path(str(r.get("pointer"))).name == name]
+        watch = [r for r in h.harness(PointerWatch) if Path(str(r.pointer)).name == name]
         if not watch:
             return self.inconclusive(f"the harness did not watch '{name}' (no pointer_watch record): run under the "
                                      f"chaos runner, which watches the pointer a pointer_durable check names")
-        broken = [r for r in watch if r.get("state") == "error"]
+        broken = [r for r in watch if r.state == "error"]
         if broken:
-            return self.inconclusive(f"the watch of '{name}' stopped: {broken[0].get('error')}; moves after it were "
+            return self.inconclusive(f"the watch of '{name}' stopped: {broken[0].error}; moves after it were "
                                      f"not judged")
-        if not any(r.get("state") == "end" for r in watch):
+        if not any(r.state == "end" for r in watch):
             return self.inconclusive(f"the watch of '{name}' never ended (the harness stopped before its last look): "
                                      f"moves at the end of the run were not judged")
-        moves = [r for r in h.of("ckpt_pointer") if r.get("source") == "harness" and r.get("pointer") == name]
+        moves = [r for r in h.harness(CkptPointer) if r.pointer == name]
         if not moves:
             return self.inconclusive(f"'{name}' never moved while the harness watched it (no checkpoint committed, "
                                      f"or the workload keeps no '{name}' in its checkpoint directory: set "
                                      f"pointer_durable's 'pointer' to the file it keeps)")
-        t0 = min((r.t for r in h.of("launch") if r.get("source") == "harness"), default=moves[0].t)
-        ahead = [m for m in moves if m.get("whole") is False]
+        t0 = min((r.t for r in h.harness(Launch)), default=moves[0].t)
+        ahead = [m for m in moves if m.whole is False]
         figures: dict[str, Any] = {"moves": len(moves), "ahead": len(ahead),
-                                   "hashed": sum(1 for m in moves if m.get("hashed")),
-                                   "max_gap_s": max((r.get("max_gap_s") or 0.0 for r in watch), default=None)}
+                                   "hashed": sum(1 for m in moves if m.hashed),
+                                   "max_gap_s": max((r.max_gap_s or 0.0 for r in watch), default=None)}
         order, order_problem = self._order(h, name)
         cwd = _workload_cwd(outcome)
         rewritten = [] if order is not None and all(isinstance(o["target"], str) for o in order) else \
@@ -102,9 +103,9 @@ class PointerDurable(Check, kind="pointer_durable"):
                            unsynced_moves=sum(1 for o in order if o["unsynced"]))
         if ahead:
             first = ahead[0]
-            problems = "; ".join(str(p) for p in (first.get("problems") or [])[:2]) or "not whole"
+            problems = "; ".join(str(p) for p in (first.problems or [])[:2]) or "not whole"
             more = f" ({len(ahead)} of {len(moves)} moves were ahead of their data)" if len(ahead) > 1 else ""
-            return self.failed(f"'{name}' moved to {first.get('target')} {first.t - t0:.2f} s into the run while "
+            return self.failed(f"'{name}' moved to {first.target} {first.t - t0:.2f} s into the run while "
                                f"it was not whole: {problems}{more}; a crash at that moment resumes from it",
                                **figures)
         changed = [o for o in order or [] if o["changed"]]
@@ -147,23 +148,23 @@ class PointerDurable(Check, kind="pointer_durable"):
                                      f"place or into a temporary renamed over the path, only the slow-storage mount's "
                                      f"record of every change can tell (or write each save to a new path, then move "
                                      f"'{name}')", **figures)
-        late = [m for m in moves if isinstance(m.get("lag_s"), (int, float)) and m["lag_s"] > self.config.max_lag_s
+        late = [m for m in moves if m.lag_s is not None and m.lag_s > self.config.max_lag_s
                 and not (order is not None and _unchanged_until_look(m, order))]
         if late:
             return self.inconclusive(f"{len(late)} of {len(moves)} moves of '{name}' were judged more than "
-                                     f"{self.config.max_lag_s:g} s after the previous look ({late[0].get('target')}: "
-                                     f"{late[0]['lag_s']:.2f} s; the harness was starved): a pointer ahead of its data "
+                                     f"{self.config.max_lag_s:g} s after the previous look ({late[0].target}: "
+                                     f"{late[0].lag_s:.2f} s; the harness was starved): a pointer ahead of its data "
                                      f"for less than that would have been missed", **figures)
-        unjudged = [m for m in moves if m.get("whole") is None]
+        unjudged = [m for m in moves if m.whole is None]
         if unjudged:
-            why = "; ".join(str(p) for p in (unjudged[0].get("problems") or [])[:1])
+            why = "; ".join(str(p) for p in (unjudged[0].problems or [])[:1])
             return self.inconclusive(f"{len(unjudged)} of {len(moves)} moves of '{name}' named a checkpoint the "
-                                     f"harness cannot judge at a moment ({unjudged[0].get('target')}: {why})",
+                                     f"harness cannot judge at a moment ({unjudged[0].target}: {why})",
                                      **figures)
-        unhashed = [m for m in moves if not m.get("hashed")]
+        unhashed = [m for m in moves if not m.hashed]
         if unhashed:
             return self.inconclusive(f"{len(unhashed)} of {len(moves)} moves of '{name}' were judged by presence and "
-                                     f"sizes only ({unhashed[0].get('target')}: a DCP .metadata, or over the "
+                                     f"sizes only ({unhashed[0].target}: a DCP .metadata, or over the "
                                      f"{self.config.hash_budget_mb:g}-MB budget for checksums): a file preallocated "
                                      f"and not yet written looks the same; raise hash_budget_mb", **figures)
         if order is not None:
@@ -180,7 +181,7 @@ class PointerDurable(Check, kind="pointer_durable"):
                                      f"naming it after that save began (two moves inside one poll of the watch, or a "
                                      f"pointer that skips commits): those moves were not judged", unseen=unseen,
                                      **figures)
-        lag = max((m.get("lag_s") or 0.0 for m in moves), default=0.0)
+        lag = max((m.lag_s or 0.0 for m in moves), default=0.0)
         unplaced = [o for o in order or [] if o["target"] is None]
         if order is not None and not unplaced:
             synced = "every file fsynced" if not figures["unsynced_moves"] else \
@@ -198,14 +199,15 @@ class PointerDurable(Check, kind="pointer_durable"):
                            f"less than that is not seen{lag_note})", **figures)
 
     @staticmethod
-    def _order(h: Any, name: str) -> tuple[list[dict[str, Any]] | None, str]:
-        """The filesystem's record of the pointer's moves (``pointer_order``), or None and why there is none."""
-        records = [r for r in h.of("pointer_order") if r.get("source") == "harness" and r.get("pointer") == name]
+    def _order(h: History, name: str) -> tuple[list[dict[str, Any]] | None, str]:
+        """The filesystem's record of the pointer's moves (``pointer_order``), or None and why there is none. Each
+        move is a dict as chaos.evidence.pointer.order_of writes it, held to its shape here before it is read."""
+        records = [r for r in h.harness(PointerOrder) if r.pointer == name]
         if not records:
             return None, "the checkpoint directory was not the slow-storage mount, which records every change"
-        if records[-1].get("error"):
-            return None, f"the filesystem's record is unusable: {records[-1]['error']}"
-        order = records[-1].get("moves")
+        if records[-1].error:
+            return None, f"the filesystem's record is unusable: {records[-1].error}"
+        order = records[-1].moves
         fields = {"t": (int, float), "b": int, "e": int, "name": str, "op": str, "changed": int, "unsynced": int}
         if not isinstance(order, list) or not all(
                 isinstance(o, dict) and all(isinstance(o.get(k), ty) and not isinstance(o.get(k), bool)
@@ -216,17 +218,17 @@ class PointerDurable(Check, kind="pointer_durable"):
         return order, ""
 
     @staticmethod
-    def _unseen(outcome: RunOutcome, moves: list[Any], cwd: str | None) -> list[str]:
+    def _unseen(outcome: RunOutcome, moves: list[CkptPointer], cwd: str | None) -> list[str]:
         """Committed checkpoints the pointer should have been seen naming, after their save began, and was not. A
         pointer that is itself a checkpoint (it names itself) answers for its own commits; one that names entries
         answers for every commit of an entry beside it."""
         h = outcome.history
-        pointer = str(moves[0].get("pointer"))
-        self_named = all(str(m.get("target")) == pointer for m in moves)
-        folder = str(Path(str(moves[0].get("path"))).parent)
+        pointer = str(moves[0].pointer)
+        self_named = all(str(m.target) == pointer for m in moves)
+        folder = str(Path(str(moves[0].path)).parent)
         out: set[str] = set()
         for commit in h.of("ckpt_commit"):
-            raw = commit.get("path")
+            raw = commit.path
             if not raw:
                 continue
             entry = os.path.basename(os.path.normpath(str(raw)))
@@ -237,28 +239,28 @@ class PointerDurable(Check, kind="pointer_durable"):
             # harness's, the commit lands in another directory and drops out unjudged (issue 56 item 5).
             if not _may_name(str(raw), beside, cwd, folder):
                 continue  # a checkpoint in another directory: no pointer here names it
-            begins = [b.t for b in h.of("ckpt_begin") if b.t <= commit.t and b.get("path")
-                      and (b.get("path") == raw or _may_name(str(b.get("path")), beside, cwd, folder))]
+            begins = [b.t for b in h.of("ckpt_begin") if b.t <= commit.t and b.path
+                      and (b.path == raw or _may_name(str(b.path), beside, cwd, folder))]
             since = max(begins) if begins else float("-inf")
-            if not any(Path(str(m.get("target"))).name == entry and m.t >= since for m in moves):
+            if not any(Path(str(m.target)).name == entry and m.t >= since for m in moves):
                 out.add(entry)
         return sorted(out)
 
 
-def _looked_at(move: Any, o: dict[str, Any], order: list[dict[str, Any]]) -> bool:
+def _looked_at(move: CkptPointer, o: dict[str, Any], order: list[dict[str, Any]]) -> bool:
     """The watch's ``move`` looked at what the filesystem's move ``o`` named, while it still named it."""
-    if o["name"] != move.get("target") or o["t"] > move.t:
+    if o["name"] != move.target or o["t"] > move.t:
         return False
-    look_start = move.t - float(move.get("look_s") or 0.0)
+    look_start = move.t - float(move.look_s or 0.0)
     until_t = next((x["t"] for x in order if x["e"] == o.get("until")), None)
     return o.get("until") is None or (until_t is not None and until_t >= look_start)
 
 
-def _unchanged_until_look(move: Any, order: list[dict[str, Any]]) -> bool:
+def _unchanged_until_look(move: CkptPointer, order: list[dict[str, Any]]) -> bool:
     """The look at ``move`` found its target whole; the filesystem's record shows the move that named it, placed in
     the mount, and nothing under the target changed from that instant to the look: it was whole when it moved."""
-    named = [o for o in order if o["name"] == move.get("target") and o["t"] <= move.t]
-    if not named or move.get("whole") is not True:
+    named = [o for o in order if o["name"] == move.target and o["t"] <= move.t]
+    if not named or move.whole is not True:
         return False
     last = max(named, key=lambda o: o["e"])
     return last["changed"] == 0 and isinstance(last.get("target"), str) and _looked_at(move, last, order)
@@ -360,12 +362,11 @@ def _not_whole(outcome: RunOutcome, where: set[str], since: float, until: float,
         if any(_related(s, w, True, True) for raw in struck if os.path.isabs(raw) for s in _spellings(raw)
                for w in where):
             return True
-    return any(r.get("source") == "harness" and r.get("ok") is False and since <= r.t <= until and r.get("path")
-               and _names_exactly(str(r.get("path")), where, cwd, inside=True)
-               for r in outcome.history.of("ckpt_verify"))
+    return any(r.ok is False and since <= r.t <= until and r.path and _names_exactly(r.path, where, cwd, inside=True)
+               for r in outcome.history.harness(CkptVerify))
 
 
-def _rewritten_while_named(outcome: RunOutcome, moves: list[Any], cwd: str | None) -> list[dict[str, Any]]:
+def _rewritten_while_named(outcome: RunOutcome, moves: list[CkptPointer], cwd: str | None) -> list[dict[str, Any]]:
     """Saves that wrote the checkpoint the pointer named at that moment (issue 56 item 2): a manager that saves to one
     fixed path (``torch.save(state, dir / "model.pt")``) and rewrites the pointer with the same name after each save
     leaves it naming the file all through the next overwrite, and the watch, which looks when the pointer moves, sees
@@ -382,56 +383,56 @@ def _rewritten_while_named(outcome: RunOutcome, moves: list[Any], cwd: str | Non
     harness's own evidence shows it was not whole (its corruption struck it, or the witness found it broken): a
     crash during the save resumes from what the pointer already named, a checkpoint refused as not whole."""
     h = outcome.history
-    pointer = str(moves[0].get("pointer"))
-    folder = str(Path(str(moves[0].get("path"))).parent)
+    pointer = str(moves[0].pointer)
+    folder = str(Path(str(moves[0].path)).parent)
     ordered = sorted(moves, key=lambda m: m.t)
     begins, commits = h.of("ckpt_begin"), h.of("ckpt_commit")
     rejects, durables = h.of("ckpt_reject"), h.of("ckpt_durable")
     starts = _attempt_starts(h)
 
-    def named_at(t: float) -> Any:
+    def named_at(t: float) -> CkptPointer | None:
         return next((m for m in reversed(ordered) if m.t <= t), None)
 
-    def writes(raw: Any, move: Any) -> bool:
-        return bool(move is not None and raw and move.get("path") and str(move.get("target")) != pointer
-                    and _may_name(str(raw), _spellings(str(move.get("path"))), cwd, folder, inside=True, around=True))
+    def writes(raw: Any, move: CkptPointer | None) -> bool:
+        return bool(move is not None and raw and move.path and str(move.target) != pointer
+                    and _may_name(str(raw), _spellings(move.path), cwd, folder, inside=True, around=True))
 
     saves: list[tuple[Any, float, Any, str]] = []  # (the save's record, when it began at the latest, the move, how)
     for begin in begins:
         move = named_at(begin.t)
-        if writes(begin.get("path"), move):
+        if writes(begin.path, move):
             saves.append((begin, begin.t, move, "began"))
-    begun = {(b.get("attempt"), b.get("step")) for b in begins}
+    begun = {(b.attempt, b.step) for b in begins}
     for commit in commits:
-        if (commit.get("attempt"), commit.get("step")) in begun:
+        if (commit.attempt, commit.step) in begun:
             continue  # judged by its begin
-        before = [c.t for c in commits if c.get("attempt") == commit.get("attempt")
-                  and c.get("step") != commit.get("step") and c.t < commit.t]
-        since = max(before) if before else starts.get(str(commit.get("attempt")), float("-inf"))
+        before = [c.t for c in commits if c.attempt == commit.attempt and c.step != commit.step and c.t < commit.t]
+        since = max(before) if before else starts.get(str(commit.attempt), float("-inf"))
         since = min(since, commit.t)
         during = [m for m in (named_at(since),) if m is not None] + [m for m in ordered if since < m.t <= commit.t]
-        if during and during[-1].t > since and writes(commit.get("path"), during[-1]):
+        if during and during[-1].t > since and writes(commit.path, during[-1]):
             during = during[:-1]  # the save's own move onto what it wrote
-        move = next((m for m in reversed(during) if writes(commit.get("path"), m)), None)
+        move = next((m for m in reversed(during) if writes(commit.path, m)), None)
         if move is not None:
             saves.append((commit, max(since, move.t), move, "committed"))
 
     out: list[dict[str, Any]] = []
     done: set[tuple[Any, ...]] = set()
     for save, began, move, how in sorted(saves, key=lambda s: s[0].t):
-        where = _spellings(str(move.get("path")))
-        if any(move.t <= r.t <= save.t and r.get("path") and _names_exactly(str(r.get("path")), where, cwd)
+        where = _spellings(str(move.path))
+        if any(move.t <= r.t <= save.t and r.path and _names_exactly(str(r.path), where, cwd)
                for r in rejects) and _not_whole(outcome, where, move.t, save.t, cwd):
             continue
-        key = (save.get("attempt"), save.get("step"), move.t)
+        key = (save.attempt, save.step, move.t)
         if key in done:
             continue  # each rank's begin of the same save
         done.add(key)
-        durable = [d.t for d in durables if d.t >= began and d.get("step") == save.get("step")
-                   and d.get("attempt") == save.get("attempt") and d.get("path")
+        # ``ckpt_durable`` has no class of its own (records.KINDS): its step and path read by name.
+        durable = [d.t for d in durables if d.t >= began and d.get("step") == save.step
+                   and d.attempt == save.attempt and d.get("path")
                    and _names_exactly(str(d.get("path")), where, cwd, inside=True)
-                   and all(m.get("path") and _spellings(str(m.get("path"))) & where
+                   and all(m.path and _spellings(m.path) & where
                            for m in ordered if began < m.t <= d.t)]  # named all the while it wrote
-        out.append({"path": str(move.get("path")), "step": save.get("step"), "t": save.t, "move_t": move.t,
-                    "at": str(save.get("path")), "how": how, "durable_t": min(durable) if durable else None})
+        out.append({"path": str(move.path), "step": save.step, "t": save.t, "move_t": move.t,
+                    "at": str(save.path), "how": how, "durable_t": min(durable) if durable else None})
     return out

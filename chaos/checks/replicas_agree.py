@@ -21,7 +21,7 @@ class ReplicasAgree(Check, kind="replicas_agree"):
         # Who must agree: every rank the attempt had (its start records, world_size, the harness's spawns),
         # not only the ranks that wrote a final: a rank that wrote none is a rank that was not compared.
         expected = h.attempt_ranks().get(str(attempt), set())
-        world = max([int(r.get("world_size") or 1) for r in finals] + [len(expected)])
+        world = max([int(r.world_size or 1) for r in finals] + [len(expected)])
         by_digest: dict[str, list[str]] = defaultdict(list)
         for r in sorted(finals, key=lambda r: str(r.rank)):
             by_digest[str(r.digest)].append(str(r.rank))

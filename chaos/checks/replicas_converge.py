@@ -31,10 +31,10 @@ class ReplicasConverge(Check, kind="replicas_converge"):
         if isinstance(groups, CheckResult):
             return groups
         steps = [r for p in groups.processes.values() for r in p.steps]
-        blank = [r for r in steps if not r.get("digest")]
+        blank = [r for r in steps if not r.digest]
         if blank:
             return self.inconclusive(f"{len(blank)} committed step(s) carry no weight digest (first: step "
-                                     f"{blank[0].get('step')} of pid {blank[0].get('pid')}), so the replicas cannot "
+                                     f"{blank[0].step} of pid {blank[0].pid}), so the replicas cannot "
                                      f"be compared; report steps with chaos.integrations.torchft.Reporter.step")
         figures: dict[str, Any] = {}
         rejoins = self._rejoins(outcome, groups)
@@ -52,7 +52,7 @@ class ReplicasConverge(Check, kind="replicas_converge"):
         by_step: dict[int, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
         for proc in groups.processes.values():
             for r in proc.steps:
-                by_step[int(r["step"])][proc.group].add(str(r["digest"]))
+                by_step[int(r.step)][proc.group].add(str(r.digest))
         shared = {s: d for s, d in by_step.items() if len(d) > 1}
         figures["steps_compared"] = len(shared)
         for step in sorted(by_step):
@@ -89,10 +89,10 @@ class ReplicasConverge(Check, kind="replicas_converge"):
             heal = next((h for h in proc.heals if first is None or h.t <= first.t), None)
             figs: dict[str, Any] = {"fault": fault.label if fault is not None else "its predecessor's end",
                                     "up_s": round(began - t0, 3),
-                                    "first_step": int(first["step"]) if first is not None else None,
+                                    "first_step": int(first.step) if first is not None else None,
                                     "healed_step": None}
             if heal is not None:
-                figs["healed_step"] = heal.get("step")
+                figs["healed_step"] = heal.step
                 figs["heal_s"] = round(heal.t - began, 3)
                 figs["peers_at_heal"] = sorted({p.group for p in groups.processes.values()
                                                 if p.group != proc.group and p.training_at(heal.t)})

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.records import InprocessRestart
 
 
 class RestartedInProcessConfig(CheckConfig):
@@ -85,9 +86,9 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         alive: dict[tuple[str, Any], Any] = {}
         for r in spawns:
             key = (str(r.get("node")), r["worker_pid"])
-            if r.t <= t0 and str(r.get("attempt")) == attempt and exits.get(key, float("inf")) > t0:
-                alive[key] = r.get("rank")
-        if not any(str(r.get("attempt")) == attempt for r in spawns):
+            if r.t <= t0 and str(r.attempt) == attempt and exits.get(key, float("inf")) > t0:
+                alive[key] = r.rank
+        if not any(str(r.attempt) == attempt for r in spawns):
             figs["why"] = (f"the harness saw no worker of attempt {attempt} spawn (a target whose processes it does not "
                            f"watch), so no rank's process can be held to its restart")
             return self.inconclusive, figs
@@ -97,7 +98,7 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         if not ranks:
             figs["why"] = f"attempt {attempt}, which it struck, reported no rank"
             return self.inconclusive, figs
-        workload = [r for r in h.records if r.source != "harness" and r.get("source") != "output"]
+        workload = [r for r in h.records if r.source not in ("harness", "output")]
         latency: dict[int, float] = {}
         iterations: dict[int, int] = {}
         for rank in ranks:
@@ -120,7 +121,7 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
     def _rank(self, rank: int, attempt: str, t0: float, end: float, alive: dict[tuple[str, Any], Any],
               exits: dict[tuple[str, Any], float], workload: list[Any], before_next: str) -> tuple[Any, str, Any]:
         """(verdict or None, why, (latency, iteration)) for one rank of the struck attempt."""
-        own = [r for r in workload if r.get("rank") == rank]
+        own = [r for r in workload if r.rank == rank]
         after = [r for r in own if t0 < r.t < end]
         procs = [key for key, r in alive.items() if r == rank]
         if len(procs) > 1:
@@ -133,17 +134,17 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
             return self.inconclusive, f"rank {rank} had no live process the harness saw when it struck", None
         key = procs[0]
         name = f"rank {rank} ({key[0]}, pid {key[1]})"
-        before = {(str(r.get("host")), r.get("pid")) for r in own if r.t <= t0 and str(r.get("attempt")) == attempt}
+        before = {_process(r) for r in own if r.t <= t0 and str(r.attempt) == attempt}
         if key not in before:
             return self.inconclusive, f"{name} wrote nothing before it: nothing to hold its restart to", None
         if before - {key}:
             return (self.failed, f"records of rank {rank} before it came from {sorted(before - {key})} as well as from "
                     f"its process {key}: not one process's story", None)
-        strangers = {(str(r.get("host")), r.get("pid")) for r in after} - {key}
+        strangers = {_process(r) for r in after} - {key}
         if strangers:
             return (self.failed, f"records of rank {rank} after it came from {sorted(strangers)}, not its process "
                     f"{key}: another process took over the rank", None)
-        relabeled = sorted({str(r.get("attempt")) for r in after} - {attempt})
+        relabeled = sorted({str(r.attempt) for r in after} - {attempt})
         if relabeled:
             return (self.failed, f"records of {name} after it claim attempt(s) {relabeled}: a restart in the same "
                     f"process stays in attempt {attempt}", None)
@@ -151,15 +152,15 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         if gone is not None and after and gone < max(r.t for r in after):
             return (self.failed, f"{name} exited {gone - t0:.1f} s after it, yet records from it run to "
                     f"{max(r.t for r in after) - t0:.1f} s: a dead process restarted nothing", None)
-        restarts = [r for r in after if r.ev == "inprocess_restart"]
+        restarts = [r for r in after if isinstance(r, InprocessRestart)]
         if not restarts:
             return self.failed, f"{name} reported no in-process restart after it{before_next}", None
-        prior = [r.get("iteration") for r in own if r.ev == "inprocess_restart" and r.t <= t0
-                 and (str(r.get("host")), r.get("pid")) == key and isinstance(r.get("iteration"), int)]
+        prior = [r.iteration for r in own if isinstance(r, InprocessRestart) and r.t <= t0
+                 and _process(r) == key and isinstance(r.iteration, int)]
         floor = max(prior, default=0)
         last = floor
         for r in restarts:
-            iteration = r.get("iteration")
+            iteration = r.iteration
             if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration <= last:
                 return (self.failed, f"{name}'s restart carries iteration {iteration!r} after iteration {last}: each "
                         f"restart is the wrapper's next iteration, 1 or later", None)
@@ -167,12 +168,18 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         trained = [r for r in after if r.ev == "step" and r.t > restarts[0].t]
         if not trained:
             return self.failed, f"{name} restarted in process and never trained a step after it{before_next}", None
-        return None, "", (round(trained[0].t - t0, 3), int(restarts[0].get("iteration")))
+        return None, "", (round(trained[0].t - t0, 3), int(restarts[0].iteration))
+
+
+def _process(r: Any) -> tuple[str, Any]:
+    """The (host, pid) that wrote ``r``. Every workload record carries both, whatever its kind (one the protocol
+    does not name is an untyped ``Record``), so they are read by name here, not as a kind's attributes."""
+    return str(r.get("host")), r.get("pid")
 
 
 def _attempt_at(history: Any, t: float, ranks: Any) -> str | None:
     """The attempt the workload was reporting from at ``t`` (from ``ranks``' records when the fault names ranks)."""
     wanted = set(r for r in ranks if isinstance(r, int)) if isinstance(ranks, list) else None
-    before = [r for r in history.records if r.source != "harness" and r.t <= t and isinstance(r.get("attempt"), str)
-              and (wanted is None or r.get("rank") in wanted)]
-    return str(before[-1].get("attempt")) if before else None
+    before = [r for r in history.records if r.source != "harness" and r.t <= t and isinstance(r.attempt, str)
+              and (wanted is None or r.rank in wanted)]
+    return str(before[-1].attempt) if before else None

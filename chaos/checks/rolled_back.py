@@ -21,7 +21,7 @@ from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 from chaos.evidence.lineage import Lineage, Link, Segment, segment_at
-from chaos.evidence.records import Step
+from chaos.evidence.records import Instep, Step
 from chaos.registry import FAULTS
 
 PICKUP_STEPS = 2
@@ -33,11 +33,11 @@ def in_step_faults(outcome: RunOutcome) -> list[FaultRecord]:
     return [f for f in outcome.injected_faults if getattr(FAULTS.get(f.kind), "in_step", False)]
 
 
-def landings(outcome: RunOutcome, fault: FaultRecord) -> list[Any]:
+def landings(outcome: RunOutcome, fault: FaultRecord) -> list[Instep]:
     """The ``instep`` records of ``fault``: each rank's report of acting on it, oldest first."""
-    return sorted((r for r in outcome.history.of("instep") if r.get("fault") == fault.index
-                   and isinstance(r.get("step"), int) and r.get("t", 0.0) >= fault.t_inject),  # type: ignore[operator]
-                  key=lambda r: r.get("t", 0.0))
+    return sorted((r for r in outcome.history.of("instep") if r.fault == fault.index
+                   and isinstance(r.step, int) and r.t >= fault.t_inject),  # type: ignore[operator]
+                  key=lambda r: r.t)
 
 
 class RolledBack(Check, kind="rolled_back"):
@@ -74,13 +74,13 @@ class RolledBack(Check, kind="rolled_back"):
                                               "have reached the step (was the in-step bootstrap on the ranks' path? "
                                               "see the journal's diagnostics)"}
         first = acts[0]
-        attempt, step = str(first.get("attempt")), int(first["step"])
-        armed_at = max((int(r["step"]) for r in outcome.history.of("step", attempt=attempt)
-                        if r.get("t", 0.0) <= fault.t_inject), default=0)  # type: ignore[operator]
+        attempt, step = str(first.attempt), int(first.step)
+        armed_at = max((int(r.step) for r in outcome.history.of("step", attempt=attempt)
+                        if r.t <= fault.t_inject), default=0)  # type: ignore[operator]
         figs: dict[str, Any] = {"attempt": attempt, "acted_step": step, "armed_at_step": armed_at,
-                                "ranks": sorted({r.get("rank") for r in acts}, key=str)}
+                                "ranks": sorted({r.rank for r in acts}, key=str)}
         if step > armed_at + PICKUP_STEPS:
-            figs["why"] = (f"rank {first.get('rank')} reports acting in step {step}, but attempt {attempt} was at step "
+            figs["why"] = (f"rank {first.rank} reports acting in step {step}, but attempt {attempt} was at step "
                            f"{armed_at} when the harness armed it; an in-step fault acts within {PICKUP_STEPS} steps, "
                            f"so the landing is contradicted, not proven")
             return self.failed, figs
@@ -90,10 +90,10 @@ class RolledBack(Check, kind="rolled_back"):
         # checkpoint): a restart starts a new attempt, an in-process rollback a new segment of the same one. A
         # struck rank that did not log the reload its peers logged may never have reloaded: its own word is missing.
         for a in acts:
-            own = [s for s in lineage.segments if s.attempt == str(a.get("attempt"))]
-            if len(own) > 1 and sum(1 for s in own if a.get("rank") in s.rank_load_t) < len(own):
-                figs["why"] = (f"rank {a.get('rank')}, where the fault acted, logged a ckpt_load in only some of "
-                               f"attempt {a.get('attempt')}'s {len(own)} segments (its peers reloaded in-process): "
+            own = [s for s in lineage.segments if s.attempt == str(a.attempt)]
+            if len(own) > 1 and sum(1 for s in own if a.rank in s.rank_load_t) < len(own):
+                figs["why"] = (f"rank {a.rank}, where the fault acted, logged a ckpt_load in only some of "
+                               f"attempt {a.attempt}'s {len(own)} segments (its peers reloaded in-process): "
                                f"whether its own state was reloaded is unknown; every rank emits ckpt_load on a reload")
                 return self.inconclusive, figs
         struck = {(id(_segment_of(lineage, a)), _taints_from(a)) for a in acts}
@@ -118,17 +118,17 @@ class RolledBack(Check, kind="rolled_back"):
         return None, figs
 
 
-def _segment_of(lineage: Lineage, act: Any) -> Segment | None:
+def _segment_of(lineage: Lineage, act: Instep) -> Segment | None:
     """The segment of the struck attempt whose process the fault acted in (None: the attempt has no segment)."""
-    own = [s for s in lineage.segments if s.attempt == str(act.get("attempt"))]
-    return segment_at(own, act.get("rank"), float(act.get("t", 0.0))) if own else None
+    own = [s for s in lineage.segments if s.attempt == str(act.attempt)]
+    return segment_at(own, act.rank, float(act.t)) if own else None
 
 
-def _taints_from(act: Any) -> int:
+def _taints_from(act: Instep) -> int:
     """The first step of the struck attempt the fault may be in: its own step, or for one written between two
     steps, the step before (whose checkpoint was saved after it acted); never later than where it acted."""
-    step = int(act["step"])
-    early = act.get("taints_from")
+    step = int(act.step)
+    early = act.taints_from
     return min(step, int(early)) if isinstance(early, int) and not isinstance(early, bool) else step
 
 

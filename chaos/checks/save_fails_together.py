@@ -42,9 +42,9 @@ def _past_the_save(rec: Any, step: int) -> bool:
     """Whether a rank's record shows the save of ``step`` is over for it: not entering that very save (its own
     ``ckpt_begin``), not a step at or before it."""
     if rec.ev == "ckpt_begin":
-        return rec.get("step") != step
+        return rec.step != step
     if rec.ev == "step":
-        return isinstance(rec.get("step"), int) and rec.get("step") > step
+        return isinstance(rec.step, int) and rec.step > step
     return True
 
 
@@ -79,7 +79,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
     def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
         h = outcome.history
         figs: dict[str, Any] = {"failed_ops": 0, "saves": []}
-        stats = [r for r in h.of("slowfs") if r.get("source") == "harness" and r.get("fault") == fault.label]
+        stats = [r for r in h.of("slowfs") if r.source == "harness" and r.get("fault") == fault.label]
         failures = sorted((f for r in stats for f in (r.get("failures") or []) if isinstance(f, dict)
                            and isinstance(f.get("t"), (int, float))), key=lambda f: f["t"])
         figs["failed_ops"] = max([int(r.get("failed_ops") or 0) for r in stats] or [0])
@@ -102,7 +102,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
                                         f"struck is unknown (report saves with chaos.sdk ckpt_begin)")
                 return None, figs
             b = before[-1]
-            saves.setdefault((str(b.get("attempt")), int(b.get("step") or 0)), f)
+            saves.setdefault((str(b.attempt), int(b.step or 0)), f)
         for (attempt, step), first in saves.items():
             verdict, why = self._judge_save(outcome, attempt, step, first, acting_until)
             if verdict == "fail":
@@ -124,8 +124,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
         if not ranks:
             return "inconclusive", (f"no rank of attempt {attempt} is known: which ranks had to move on after the "
                                     f"step-{step} save failed cannot be said")
-        exits = {r.get("rank"): r.t for r in h.of("worker_exit", attempt=attempt)
-                 if r.get("source") == "harness" and r.t > t_fail}
+        exits = {r.rank: r.t for r in h.of("worker_exit", attempt=attempt) if r.source == "harness" and r.t > t_fail}
         slowest: tuple[float, int, str] = (0.0, -1, "")
         for rank in ranks:
             after = [r for r in h.of(*MOVED_ON, attempt=attempt) if r.rank == rank and r.t > t_fail
@@ -145,9 +144,8 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
                                 f"save for a rank that had given up or was handling its error")
             slowest = max(slowest, (delay, rank, how))
         # The save itself must end too: an asynchronous writer can hang while training steps on.
-        ends = [r.t for r in h.of("ckpt_error", "ckpt_commit", attempt=attempt)
-                if r.get("step") == step and r.t > t_fail]
-        ends += [r.t for r in h.of("ckpt_begin", attempt=attempt) if r.t > t_fail and r.get("step") != step]
+        ends = [r.t for r in h.of("ckpt_error", "ckpt_commit", attempt=attempt) if r.step == step and r.t > t_fail]
+        ends += [r.t for r in h.of("ckpt_begin", attempt=attempt) if r.t > t_fail and r.step != step]
         if len(exits) == len(ranks):
             ends.append(max(exits.values()))
         if not ends or min(ends) - t_fail > self.config.max_s:
@@ -155,7 +153,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
             return "fail", (f"{what} in the step-{step} save of attempt {attempt}, and the save reached no outcome "
                             f"for {took} (bound {self.config.max_s:g} s: no ckpt_error, no commit, no later save, the "
                             f"attempt still running): its writer hung")
-        commits = [c for c in h.of("ckpt_commit", attempt=attempt) if c.get("step") == step and c.t > t_fail]
+        commits = [c for c in h.of("ckpt_commit", attempt=attempt) if c.step == step and c.t > t_fail]
         during = [c for c in commits if acting_until is None or c.t < acting_until]
         if during:
             return "fail", (f"{what} in the step-{step} save of attempt {attempt}, and the save was still "
@@ -165,7 +163,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
             # After the release a retry may have written the part, or rank 0 may have committed without it: only
             # a sign of the retry (a ckpt_error or a new ckpt_begin of the save) tells.
             retried = [r for r in h.of("ckpt_error", "ckpt_begin", attempt=attempt)
-                       if r.get("step") == step and t_fail < r.t < commits[0].t]
+                       if r.step == step and t_fail < r.t < commits[0].t]
             if not retried:
                 return "inconclusive", (f"step {step} of attempt {attempt}: {what}, and the save was committed after "
                                         f"the fault ended with no sign of a retry (no ckpt_error or new ckpt_begin "
@@ -173,7 +171,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
         if not commits:
             # Moving on is not agreeing: a rank that trains on without a word may take the save for a good one. Each
             # rank's own ckpt_error of the save (or its process's end) says it gave the save up too.
-            gave_up = {r.rank for r in h.of("ckpt_error", attempt=attempt) if r.get("step") == step and r.t > t_fail}
+            gave_up = {r.rank for r in h.of("ckpt_error", attempt=attempt) if r.step == step and r.t > t_fail}
             silent = [rank for rank in ranks if rank not in gave_up and rank not in exits]
             if silent:
                 told = f"only rank(s) {', '.join(map(str, sorted(gave_up)))} reported" if gave_up else "no rank reported"
@@ -181,13 +179,13 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
                                         f"the save failed (ckpt_error): whether rank(s) {', '.join(map(str, silent))} "
                                         f"took it for a good one is unknown; emit ckpt_error on every rank that "
                                         f"gives a save up")
-        stuck = [r for r in h.of("stuck", "timeout") if r.get("source") == "harness" and r.t > t_fail]
+        stuck = [r for r in h.of("stuck", "timeout") if r.source == "harness" and r.t > t_fail]
         if stuck:
             return "inconclusive", (f"step {step} of attempt {attempt}: {what}; every rank moved on, but the run "
                                     f"was then {stuck[0].ev} ({stuck[0].t - t_fail:.1f} s later): whether the save "
                                     f"left it hung is unknown")
         ended = ("committed after the fault ended" if commits else
-                 "given up by every rank (ckpt_error)" if any(e.get("step") == step
+                 "given up by every rank (ckpt_error)" if any(e.step == step
                                                              for e in h.of("ckpt_error", attempt=attempt))
                  else "never committed")
         return "pass", (f"step {step} of attempt {attempt}: {what}; every rank moved on within {slowest[0]:.2f} s "

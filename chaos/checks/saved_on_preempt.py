@@ -66,13 +66,13 @@ class SavedOnPreempt(Check, kind="saved_on_preempt"):
             return self.inconclusive, figs
         last = h.max_step(attempt=before)
         figs["last_step"] = last
-        saves = [r for r in h.of("ckpt_commit", attempt=before) if r.get("t", 0) > t0]
-        reasons = {int(r.get("step") or -1): r.get("reason") for r in h.of("ckpt_begin", attempt=before)}
-        on_term = [r for r in saves if reasons.get(int(r.get("step") or -1)) in SIGTERM_REASONS]
+        saves = [r for r in h.of("ckpt_commit", attempt=before) if r.t > t0]
+        reasons = {int(r.step or -1): r.reason for r in h.of("ckpt_begin", attempt=before)}
+        on_term = [r for r in saves if reasons.get(int(r.step or -1)) in SIGTERM_REASONS]
         if saves:
-            best = max(on_term or saves, key=lambda r: int(r.get("step") or 0))
-            figs["saved_step"] = int(best.get("step") or 0)
-            figs["save_s"] = round(best["t"] - t0, 3)
+            best = max(on_term or saves, key=lambda r: int(r.step or 0))
+            figs["saved_step"] = int(best.step or 0)
+            figs["save_s"] = round(best.t - t0, 3)
             figs["saved_for_sigterm"] = bool(on_term)
         if after is None or resumed is None:
             figs["why"] = (f"the job never ran again after the preemption (no attempt after {before} with a step or "

@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.events import Record
+from chaos.evidence.harness_records import Launch
 from chaos.health.exclusions import exclusions_path, read_exclusions
 
 
@@ -48,9 +50,11 @@ class StragglerNamed(Check, kind="straggler_named"):
         """A name given while nothing of its kind was slowed. Without this, a detector that names a rank every
         few steps whatever happens would pass whenever that rank happens to be the one slowed."""
         windows = {source: [self._window(f) for f in slowed if f.kind == kind] for source, kind in SOURCES.items()}
+        # A health event's fields past the common ones (its detector as ``source``, ``slow_rank``, ``ratio``) are the
+        # monitor's to choose (docs/architecture.md, "The event protocol"): read by name.
         for r in outcome.history.of("health"):
             source = r.get("source")
-            if source in windows and not any(t0 <= r.get("t", 0) <= end for t0, end in windows[source]):
+            if source in windows and not any(t0 <= r.t <= end for t0, end in windows[source]):
                 what = "rank" if source == "straggler" else "link of rank"
                 when = f"step {r['step']}" if "step" in r else f"attempt {r.get('attempt', '?')}"
                 return (f"{what} {r.get('slow_rank')} on {r.get('host', '?')} was named slow at {when} "
@@ -62,10 +66,10 @@ class StragglerNamed(Check, kind="straggler_named"):
         """When a name answers ``fault``: from its injection to its release (or revert) plus the bound."""
         return (fault.t_inject or 0.0), (fault.t_release or fault.t_revert or float("inf")) + self.config.within_s
 
-    def _named(self, fault: FaultRecord, source: str, outcome: RunOutcome) -> list[dict[str, Any]]:
+    def _named(self, fault: FaultRecord, source: str, outcome: RunOutcome) -> list[Record]:
         """The health events of ``source`` inside ``fault``'s window."""
         t0, end = self._window(fault)
-        return [r for r in outcome.history.of("health") if r.get("source") == source and t0 <= r.get("t", 0) <= end]
+        return [r for r in outcome.history.of("health") if r.get("source") == source and t0 <= r.t <= end]
 
     @staticmethod
     def _said(v: dict[str, Any]) -> str:
@@ -90,7 +94,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         others = [(self._window(f), [str(n) for n in f.details.get("nodes") or []]) for f in outcome.injected_faults
                   if f.kind == "network-degrade" and f is not fault]
         wrong = [r for r in named if r.get("host") not in nodes
-                 and not any(w0 <= r.get("t", 0) <= w1 and r.get("host") in ns for (w0, w1), ns in others)]
+                 and not any(w0 <= r.t <= w1 and r.get("host") in ns for (w0, w1), ns in others)]
         if wrong:
             return (f"the link of rank {wrong[0].get('slow_rank')} on {wrong[0].get('host')} was named, but "
                     f"{', '.join(nodes)}'s was the one degraded", figs)
@@ -99,7 +103,7 @@ class StragglerNamed(Check, kind="straggler_named"):
             return (f"no link health event named {', '.join(nodes)}'s link while it was degraded (only the links "
                     f"other network-degrade faults degraded)"), figs
         first = named[0]
-        figs.update(rank=first.get("slow_rank"), detect_s=round(first["t"] - t0, 3), ratio=first.get("ratio"))
+        figs.update(rank=first.get("slow_rank"), detect_s=round(first.t - t0, 3), ratio=first.get("ratio"))
         if figs["detect_s"] > self.config.within_s:
             return f"named {figs['detect_s']} s after the degradation began (bound {self.config.within_s:g} s)", figs
         return None, figs
@@ -121,7 +125,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         others = [(self._window(f), f.details.get("ranks") or []) for f in outcome.injected_faults
                   if f.kind == "straggler" and f is not fault]
         wrong = [r for r in named if r.get("slow_rank") != rank
-                 and not any(w0 <= r.get("t", 0) <= w1 and r.get("slow_rank") in rs for (w0, w1), rs in others)]
+                 and not any(w0 <= r.t <= w1 and r.get("slow_rank") in rs for (w0, w1), rs in others)]
         if wrong:
             return f"rank {wrong[0].get('slow_rank')} was named, but rank {rank} was the one slowed", figs
         mine = [r for r in named if r.get("slow_rank") == rank]
@@ -129,19 +133,18 @@ class StragglerNamed(Check, kind="straggler_named"):
             return (f"no straggler health event named rank {rank} while it was slowed (only the ranks other "
                     f"straggler faults slowed: {sorted({str(r.get('slow_rank')) for r in named})})"), figs
         first = mine[0]
-        figs.update(detect_s=round(first["t"] - t0, 3), ratio=first.get("ratio"))
+        figs.update(detect_s=round(first.t - t0, 3), ratio=first.get("ratio"))
         if figs["detect_s"] > c.within_s:
             return f"named {figs['detect_s']} s after the slowdown began (bound {c.within_s:g} s)", figs
         if c.eject:
             device = first.get("device")
             excluded = [e for e in read_exclusions(exclusions_path(outcome.run_dir))
                         if e.get("code") == "straggler" and e.get("device") == device]
-            relaunch = [r for r in outcome.history.of("launch") if r.get("t", 0) > first["t"] and device in
-                        (r.get("excluded") or [])]
+            relaunch = [r for r in outcome.history.harness(Launch) if r.t > first.t and device in (r.excluded or [])]
             if not excluded:
                 return f"rank {rank} was named but its device {device} was never recorded as excluded", figs
             if not relaunch:
                 return f"device {device} was excluded but the job was never relaunched without it", figs
-            figs.update(ejected=True, relaunch_s=round(relaunch[0]["t"] - first["t"], 3),
-                        nproc_per_node=relaunch[0].get("nproc_per_node"))
+            figs.update(ejected=True, relaunch_s=round(relaunch[0].t - first.t, 3),
+                        nproc_per_node=relaunch[0].nproc_per_node)
         return None, figs

@@ -23,7 +23,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 from chaos.checks.base import norm_path as _norm
-from chaos.evidence.records import CkptCommit
+from chaos.evidence.records import CkptCommit, CkptLoad
 
 
 class StruckMidSaveConfig(CheckConfig):
@@ -80,12 +80,12 @@ class StruckMidSave(Check, kind="struck_mid_save"):
         if not staged:
             return f"it struck attempt {attempt} before any save was staged", figs
         last = max(staged, key=lambda r: r.t)
-        step = last.get("step")  # an int: the protocol drops a ckpt_staged without one
+        step = last.step  # an int: the protocol drops a ckpt_staged without one
         figs.update(step=step, into_save_s=round(t - last.t, 3))
         # The struck ranks staged it themselves (the copy they held is what the kill lost), where the fault names them.
         struck = fault.details.get("ranks")
         if isinstance(struck, list) and struck and all(isinstance(r, int) for r in struck):
-            stagers = {r.rank for r in staged if r.get("step") == step}
+            stagers = {r.rank for r in staged if r.step == step}
             unstaged = sorted(set(struck) - stagers)
             # A stack that stages once for all ranks (Lightning saves on global rank 0 only) holds the copy on rank 0,
             # and a kill of any rank takes the job down with it: only where the history shows that of every save.
@@ -155,7 +155,7 @@ class StruckMidSave(Check, kind="struck_mid_save"):
             # Durable before the kill, unannounced: the next attempt resumed from that very save, and the
             # harness verified it whole when the load was seen. A kill between saves, not inside one.
             return (f"it struck {figs['into_save_s']} s into the step-{step} save, but that save was already "
-                    f"durable: attempt {durable.get('attempt')} loaded it and the harness verified it whole at the "
+                    f"durable: attempt {durable.attempt} loaded it and the harness verified it whole at the "
                     f"load (the kill came between its last write and its ckpt_commit; shorten the trigger's "
                     f"delay_s, or widen the write window with a save delay)"), figs
         return None, figs
@@ -166,7 +166,7 @@ def _begins_unreported(h: Any, t: float) -> str:
     before ``t`` must carry a ``ckpt_begin`` of its attempt and step before its commit, and there must be one."""
     commits = [c for c in h.of("ckpt_commit") if c.t <= t]
     saves = {(str(c.attempt), c.step): c for s in h.of("ckpt_staged") if s.t <= t
-             for c in commits if str(c.attempt) == str(s.attempt) and c.step == s.get("step") and c.t >= s.t}
+             for c in commits if str(c.attempt) == str(s.attempt) and c.step == s.step and c.t >= s.t}
     if not saves:
         return ("the workload does not report its writers' begins: no save it staged committed before the kill, so "
                 "nothing shows that a writer which had begun would have said so (its ckpt_begin), and the missing "
@@ -191,24 +191,24 @@ def _stages_on_rank_0_alone(h: Any, t: float, attempt: str, step: int, unstaged:
     staged = h.of("ckpt_staged")
     if any(r.rank != 0 for r in staged):
         return False
-    earlier = [r for r in staged if r.t <= t and not (str(r.attempt) == attempt and r.get("step") == step)]
-    steps = [r for r in h.of("step") if r.source != "output" and isinstance(r.get("step"), int)]
-    return all(any(q.rank == rank and str(q.attempt) == str(s.attempt) and q.step > s.get("step") and q.t >= s.t
+    earlier = [r for r in staged if r.t <= t and not (str(r.attempt) == attempt and r.step == step)]
+    steps = [r for r in h.of("step") if r.source != "output" and isinstance(r.step, int)]
+    return all(any(q.rank == rank and str(q.attempt) == str(s.attempt) and q.step > s.step and q.t >= s.t
                    for s in earlier for q in steps) for rank in unstaged)
 
 
-def _loaded_whole(h: Any, attempt: str, step: int, path: str, t: float) -> Any:
+def _loaded_whole(h: Any, attempt: str, step: int, path: str, t: float) -> CkptLoad | None:
     """A later attempt's ``ckpt_load`` of this save (its step, and its path where both name one) that the
     harness's witness verified intact when the load was seen, or None."""
-    looks = [r for r in h.of("ckpt_verify") if r.get("source") == "harness" and r.get("seen") == "ckpt_load"
+    looks = [r for r in h.of("ckpt_verify") if r.source == "harness" and r.get("seen") == "ckpt_load"
              and r.get("ok") is True]
     for load in h.of("ckpt_load"):
         if load.t <= t or str(load.attempt) == attempt or load.step != step:
             continue
-        where = _norm(load.get("path"))
+        where = _norm(load.path)
         if path and where and where != path:
             continue
-        if any(_norm(r.get("path")) == where and str(r.get("attempt")) == str(load.attempt)
+        if any(_norm(r.get("path")) == where and str(r.attempt) == str(load.attempt)
                and r.get("t_event") == load.t for r in looks) and where:
             return load
     return None

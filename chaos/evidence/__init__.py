@@ -3,3 +3,7 @@ checkpoint lineage, recovery figures, goodput, the checkpoint witness, fault rec
 Functions of the records; the one process here is the witness's child, which looks at checkpoints while
 the run goes on.
 """
+
+# The harness's record kinds register with chaos.evidence.records.record as they are defined: imported here, they
+# are whenever any record is read, whichever module of chaos.evidence brought it in.
+from chaos.evidence import harness_records as _harness_records  # noqa: F401

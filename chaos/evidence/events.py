@@ -8,7 +8,7 @@ import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, TypeVar
 
 from chaos.evidence.records import ProtocolError, Record, attempt_key, parse, record, record_problem
 from chaos.evidence.rounds import raised, round_labels as label_rounds
@@ -17,6 +17,7 @@ __all__ = ["HARNESS_LOG", "EventTail", "History", "ProtocolError", "Record", "at
            "record_problem"]
 
 HARNESS_LOG = "harness.jsonl"
+R = TypeVar("R", bound=Record)
 
 
 class EventTail:
@@ -148,7 +149,7 @@ class History:
         ran on)."""
         lives: dict[tuple[str, int], list[tuple[float, float]]] = defaultdict(list)
         for r in self.records:
-            if r.get("source") != "harness" or not isinstance(r.get("worker_pid"), int):
+            if not r.harness or not isinstance(r.get("worker_pid"), int):
                 continue
             key = (str(r.get("node")), r["worker_pid"])
             if r.get("ev") == "worker_spawn":
@@ -163,7 +164,7 @@ class History:
         self._node_pids.setdefault(node, set()).add(pid)
 
     def _note_host(self, r: Record) -> None:
-        if r.get("source") != "harness" and isinstance(r.get("pid"), int):
+        if not r.harness and isinstance(r.get("pid"), int):
             self._written.setdefault(r["pid"], set()).add(str(r.get("host_reported", r.get("host"))))
 
     def node_of(self, host: str, pid: Any, t: float | None = None) -> str | None:
@@ -232,7 +233,7 @@ class History:
     def _relabeled(self, r: Record) -> Record:
         """``r`` placed where the harness saw its process: on its node (``host``, the written one kept as
         ``host_reported``) and in its round (``attempt``, likewise), judged afresh from what the process wrote."""
-        if not self.relabel or r.get("source") == "harness":
+        if not self.relabel or r.harness:
             return r
         written = r.as_written()
         node = self.node_of(str(written.get("host")), written.get("pid"), _t(written))
@@ -288,7 +289,7 @@ class History:
             starts = {key: [t for t, _ in w] for key, w in windows.items()}
             for i, r in enumerate(self.records):
                 key = (str(r.get("host")), r.get("pid"))
-                if r.get("source") == "harness" or key not in windows:
+                if r.harness or key not in windows:
                     continue
                 # The process's round is that of its last start at or before the record (a pid numbered again in a
                 # recreated pod is another process, in another round); what it wrote before its start, its first.
@@ -302,11 +303,11 @@ class History:
         # kind, time and path; only where two share those does the attempt the look carries choose between them.
         events: dict[tuple[Any, Any, Any], list[tuple[set[Any], str]]] = defaultdict(list)
         for r, then in zip(self.records, labelled_then):
-            if r.get("source") != "harness" and isinstance(r.get("path"), str):
+            if not r.harness and isinstance(r.get("path"), str):
                 events[(r.get("ev"), r.get("t"), r.get("path"))].append(({r.get("attempt_reported"), then},
                                                                          r.get("attempt")))
         for i, r in enumerate(self.records):
-            if r.get("ev") == "ckpt_verify" and r.get("source") == "harness":
+            if r.get("ev") == "ckpt_verify" and r.harness:
                 key = (r.get("seen"), r.get("t_event"), r.get("path"))
                 if not all(isinstance(k, (str, int, float)) for k in key):
                     continue
@@ -375,10 +376,12 @@ class History:
         return dict(windows)
 
     def of(self, *evs: str, attempt: str | None = None) -> list[Record]:
-        return [
-            r for r in self.records
-            if r.get("ev") in evs and (attempt is None or str(r.get("attempt")) == attempt)
-        ]
+        return [r for r in self.records if r.get("ev") in evs and (attempt is None or str(r.get("attempt")) == attempt)]
+
+    def harness(self, kind: type[R], attempt: str | None = None) -> list[R]:
+        """The harness's own records of ``kind`` (a class of chaos.evidence.harness_records), in time order: only
+        what it wrote itself (``Record.harness``), never a record that merely has the kind's name."""
+        return [r for r in self.of(str(kind.KIND), attempt=attempt) if r.harness and isinstance(r, kind)]
 
     def attempts(self) -> list[str]:
         """Workload attempts that started at least one rank, in launch/restart order."""
@@ -415,7 +418,7 @@ class History:
                 continue
             seen.setdefault(str(attempt), set()).add(r.get("rank"))
             size = r.get("world_size")
-            if isinstance(size, int) and not isinstance(size, bool) and size > 0 and r.source != "harness":
+            if isinstance(size, int) and not isinstance(size, bool) and size > 0 and not r.harness:
                 sizes[str(attempt)] = max(size, sizes.get(str(attempt), 0))
         return {a: set(range(sizes[a])) if a in sizes else ranks for a, ranks in seen.items()}
 

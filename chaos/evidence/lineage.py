@@ -262,7 +262,7 @@ def _require_verified_load(child: Segment, begin: CkptBegin, parent: Segment, ve
     only the witness's ``ckpt_verify`` of the load (chaos/evidence/witness.py) tells the two apart.
     """
     step = child.resumed_from
-    looks = [r for r in verifies if r.get("seen") == "ckpt_load" and str(r.get("attempt")) == child.attempt
+    looks = [r for r in verifies if r.get("seen") == "ckpt_load" and str(r.attempt) == child.attempt
              and _step_of(r) == step and child.load_path is not None and r.get("path") is not None
              and _same_path(r.get("path"), child.load_path)]
     if any(r.get("ok") is True for r in looks):

@@ -135,11 +135,27 @@ class Attempt(str):
         return self.key >= attempt_key(other)
 
 
+KINDS: dict[str, type["Record"]] = {}
+"""Each kind's class, by ``ev``: every subclass of ``Record`` with a ``KIND`` registers itself as it is defined (the
+harness's kinds in chaos.evidence.harness_records, which importing chaos.evidence brings in)."""
+
+
 class Record(Mapping[str, Any]):
     """One record of the run. Read-only: its fields are fixed when it is read."""
 
     __slots__ = ("_data",)
     KIND: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        kind = cls.__dict__.get("KIND")
+        if kind is None:
+            return
+        # Two classes for one kind: which one a record got would depend on the order of imports.
+        known = KINDS.get(kind)
+        if known is not None and (known.__module__, known.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise TypeError(f"record kind {kind!r} has two classes: {known.__qualname__} and {cls.__qualname__}")
+        KINDS[kind] = cls
 
     def __init__(self, data: Mapping[str, Any]) -> None:
         fields = dict(data)
@@ -206,6 +222,14 @@ class Record(Mapping[str, Any]):
         """``harness`` for the harness's own records, ``output`` for a step seen in the output, else None."""
         return self._data.get("source")
 
+    @property
+    def harness(self) -> bool:
+        """The harness wrote this record itself (harness.jsonl, or its log live): the one rule by which a record
+        is the harness's evidence rather than a rank's word. It rests on ``source``, which the harness's log sets
+        and a rank's line cannot: ``parse`` refuses ``source: harness``, and every kind of ``HARNESS_KINDS``, from
+        the workload's files, so a rank's claim never reaches a history."""
+        return self._data.get("source") == "harness"
+
     def relabeled(self, attempt: str) -> "Record":
         """This record as part of ``attempt``, keeping the attempt it reported as ``attempt_reported``."""
         fields = dict(self._data)
@@ -231,35 +255,59 @@ class Record(Mapping[str, Any]):
         return type(self)(fields)
 
 
-class Start(Record):
+class _field:
+    """A protocol field read as an attribute: what the record says, None where it leaves the field out (as
+    ``Record.get``). ``required``: a field the protocol holds every record of its kind to (``PROTOCOL``), read
+    without a default: a record built without it is a KeyError, never a made-up value."""
+
+    __slots__ = ("name", "required")
+
+    def __init__(self, name: str, required: bool = False) -> None:
+        self.name, self.required = name, required
+
+    def __get__(self, r: Any, owner: Any = None) -> Any:
+        if r is None:
+            return self
+        return r._data[self.name] if self.required else r._data.get(self.name)
+
+
+class _Workload(Record):
+    """A record of the event protocol: every kind carries the process that wrote it and the world size it had
+    then (docs/architecture.md, "Every record"); a step the harness read from the output carries what it logged."""
+
+    __slots__ = ()
+    pid = _field("pid")
+    host = _field("host")
+    world_size = _field("world_size")
+
+
+class Start(_Workload):
     __slots__ = ()
     KIND = "start"
-
-    @property
-    def world_size(self) -> int | None:
-        return self._data.get("world_size")
-
-    @property
-    def dataset_size(self) -> int | None:
-        return self._data.get("dataset_size")
+    dataset_size = _field("dataset_size")
+    local_rank = _field("local_rank")
+    device = _field("device")
+    num_replica_groups = _field("num_replica_groups")
+    """A drop-replica job's (chaos.integrations.torchft): how many replica groups it trains with."""
 
 
-class Step(Record):
+class Step(_Workload):
     __slots__ = ()
     KIND = "step"
-
-    @property
-    def step(self) -> int:
-        return self._data["step"]
+    step = _field("step", required=True)
+    samples = _field("samples")
+    """The dataset indices this rank consumed in the step, when the workload says."""
+    loss = _field("loss")
+    # A drop-replica job's steps (chaos.integrations.torchft): its group, the quorum's size, whether this group's
+    # own batch went into the step, and the group's weight checksum.
+    replica_group = _field("replica_group")
+    participants = _field("participants")
+    participating = _field("participating")
+    digest = _field("digest")
 
     @property
     def epoch(self) -> int:
         return self._data.get("epoch", 0)
-
-    @property
-    def samples(self) -> list[int] | None:
-        """The dataset indices this rank consumed in the step, when the workload says."""
-        return self._data.get("samples")
 
     @property
     def skipped(self) -> bool:
@@ -268,26 +316,36 @@ class Step(Record):
         return self._data.get("skipped") is True
 
 
-class _Checkpoint(Record):
+class _Checkpoint(_Workload):
     __slots__ = ()
+    step = _field("step")
+    path = _field("path")
 
-    @property
-    def step(self) -> int | None:
-        return self._data.get("step")
 
-    @property
-    def path(self) -> str | None:
-        return self._data.get("path")
+class CkptStaged(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_staged"
+    seconds = _field("seconds")
+    bytes = _field("bytes")
 
 
 class CkptBegin(_Checkpoint):
     __slots__ = ()
     KIND = "ckpt_begin"
+    reason = _field("reason")
+    """``"preempt"`` for a save on SIGTERM."""
+
+
+class CkptDurable(_Checkpoint):
+    __slots__ = ()
+    KIND = "ckpt_durable"
 
 
 class CkptCommit(_Checkpoint):
     __slots__ = ()
     KIND = "ckpt_commit"
+    seconds = _field("seconds")
+    bytes = _field("bytes")
 
 
 class CkptLoad(_Checkpoint):
@@ -298,48 +356,72 @@ class CkptLoad(_Checkpoint):
 class CkptReject(_Checkpoint):
     __slots__ = ()
     KIND = "ckpt_reject"
+    reason = _field("reason")
 
 
 class CkptError(_Checkpoint):
     __slots__ = ()
     KIND = "ckpt_error"
+    error = _field("error")
 
 
-class Final(Record):
+class Final(_Workload):
     __slots__ = ()
     KIND = "final"
-
-    @property
-    def step(self) -> int:
-        return self._data["step"]
-
-    @property
-    def digest(self) -> str | None:
-        return self._data.get("digest")
+    step = _field("step", required=True)
+    digest = _field("digest")
 
 
-class Health(Record):
+class Health(_Workload):
     __slots__ = ()
     KIND = "health"
+    code = _field("code")
+    device = _field("device")
+    action = _field("action")
 
 
-class WorkerSpawn(Record):
-    """The harness saw a rank's process appear (``worker_pid``, ``generation``: its round of workers; ``launch``:
-    the CHAOS_LAUNCH of its environment, which container or launch of its node started it, None without one)."""
+class Instep(_Workload):
+    """An in-step fault acted in this rank (chaos.instep): ``fault`` is its index, ``step`` the step being computed."""
 
     __slots__ = ()
-    KIND = "worker_spawn"
+    KIND = "instep"
+    fault = _field("fault")
+    kind = _field("kind")
+    where = _field("where")
+    step = _field("step")
+    taints_from = _field("taints_from")
+    """For a fault written between two steps: the step reported before it acted (its checkpoint may hold it)."""
 
 
-class WorkerExit(Record):
+class Heal(_Workload):
     __slots__ = ()
-    KIND = "worker_exit"
+    KIND = "heal"
+    step = _field("step")
+    replica_group = _field("replica_group")
+    participants = _field("participants")
 
 
-KINDS: dict[str, type[Record]] = {
-    cls.KIND: cls for cls in (Start, Step, CkptBegin, CkptCommit, CkptLoad, CkptReject, CkptError, Final,
-                              Health, WorkerSpawn, WorkerExit)
-}
+class Discard(_Workload):
+    __slots__ = ()
+    KIND = "discard"
+    step = _field("step")
+    epoch = _field("epoch")
+    samples = _field("samples")
+    replica_group = _field("replica_group")
+
+
+class Monitor(_Workload):
+    __slots__ = ()
+    KIND = "monitor"
+    initial_s = _field("initial_s")
+    subsequent_s = _field("subsequent_s")
+
+
+class InprocessRestart(_Workload):
+    __slots__ = ()
+    KIND = "inprocess_restart"
+    iteration = _field("iteration")
+    cause = _field("cause")
 
 
 def record(data: Mapping[str, Any]) -> Record:

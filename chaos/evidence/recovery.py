@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 from chaos.evidence import in_step
 from chaos.evidence.events import History, Record
+from chaos.evidence.harness_records import Exit, SlurmJob, WorkerExit, WorkerSpawn
 from chaos.evidence.outcome import FaultRecord
 
 # Workload events that show the job reacted to a fault on its own (as opposed to dying of it).
@@ -32,24 +33,24 @@ SLURM_FIGURES = ("requeue_s", "requeue_share")
 
 def _attempt_at(history: History, t0: float) -> tuple[str | None, str]:
     """The attempt running at ``t0`` and how the harness knows: a rank's ``start``, or a worker it saw spawn."""
-    starts = [r for r in history.of("start") if r.get("t", 0) <= t0]
+    starts = [r for r in history.of("start") if r.t <= t0]
     if starts:
-        return str(starts[-1].get("attempt")), "start"
-    spawns = [r for r in history.of("worker_spawn") if r.get("t", 0) <= t0]
+        return str(starts[-1].attempt), "start"
+    spawns = [r for r in history.harness(WorkerSpawn) if r.t <= t0]
     if spawns:
-        return str(spawns[-1].get("attempt")), "worker_spawn"
+        return str(spawns[-1].attempt), "worker_spawn"
     return None, ""
 
 
 def _normal_end(history: History, attempt: str) -> float | None:
     """When ``attempt`` began ending normally: its first ``final``, or (no protocol) the job's clean exit."""
-    finals = [r["t"] for r in history.of("final", attempt=attempt)]
+    finals = [r.t for r in history.of("final", attempt=attempt)]
     if finals:
         return min(finals)
-    exits = history.of("exit")
-    if exits and exits[-1].get("code") == 0 and attempt == (history.all_attempts() or [None])[-1]:
-        ends = [r["t"] for r in history.of("worker_exit", attempt=attempt)]
-        return min(ends) if ends else exits[-1]["t"]
+    exits = history.harness(Exit)
+    if exits and exits[-1].code == 0 and attempt == (history.all_attempts() or [None])[-1]:
+        ends = [r.t for r in history.harness(WorkerExit, attempt=attempt)]
+        return min(ends) if ends else exits[-1].t
     return None
 
 
@@ -71,12 +72,12 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
     normal_end = _normal_end(history, before)
     in_step_fault = in_step.applies(fault)
     for r in history.records:
-        t = r.get("t", 0.0)
+        t = r.t
         if t <= t0:
             continue
         if until is not None and t > until:
             return None
-        ev = r.get("ev")
+        ev = r.ev
         if ev in REACTION_EVENTS:
             if in_step_fault and next_other is not None and t >= next_other:
                 continue  # once another fault acted, a health event naming the class may be naming that one
@@ -85,9 +86,9 @@ def _reaction(history: History, fault: FaultRecord, before: str, until: float | 
             continue
         if next_other is not None and t >= next_other:
             continue
-        if ev in ("worker_spawn", "start") and str(r.get("attempt")) != before:
+        if (ev == "start" or isinstance(r, WorkerSpawn) and r.harness) and str(r.attempt) != before:
             return r
-        if ev == "worker_exit" and r.get("worker_pid") not in victims \
+        if isinstance(r, WorkerExit) and r.harness and r.worker_pid not in victims \
                 and (normal_end is None or t < normal_end):
             return r
     return None
@@ -102,12 +103,13 @@ def _answers(r: Record, fault: FaultRecord) -> bool:
     health event names its code and device; a slow link's is a link event, a straggler's names the slowed
     rank; a hang or partition is named by no event (an unrelated straggler alert is not its detection).
     Other kinds (checkpoint and storage faults) are answered by any of them, as before."""
-    ev, d = r.get("ev"), fault.details
+    ev, d = r.ev, fault.details
     if fault.kind in SILENT_KINDS:
         return False
     named = in_step.answers(r, fault)
     if named is not None:
         return named  # a fault inside the step: a health event naming its class (nan, sdc, oom)
+    # A health event's fields past the common ones are the monitor's to choose (docs/architecture.md): by name.
     if fault.kind == "xid":
         return ev == "health" and str(r.get("code")) == str(d.get("code")) and str(r.get("device")) == str(d.get("device"))
     if fault.kind == "network-degrade":
@@ -128,7 +130,7 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     """
     t0 = fault.t_inject or 0.0
     if until is not None:
-        history = History([r for r in history.records if r.get("t", 0.0) <= until], history.malformed,
+        history = History([r for r in history.records if r.t <= until], history.malformed,
                           history.relabel)
     before, seen_by = _attempt_at(history, t0)
     figures: dict[str, Any] = {k: None for k in FIGURES}
@@ -150,52 +152,54 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
     # A fault released on a timer (a hang for duration_s) must be acted on before it is released.
     reaction = _reaction(history, fault, before, fault.t_release, [o for o in others if o is not fault])
     if reaction is not None:
-        figures["detect_s"] = _delta(reaction["t"], t0)
+        figures["detect_s"] = _delta(reaction.t, t0)
         evidence["detect_s"] = _describe(reaction)
     in_step.caught(history, fault, before, reaction, figures)
 
-    later = [r for r in history.records if r.get("t", 0) > t0]
-    restart = next((r for r in later if r.get("ev") == "start" and str(r.get("attempt")) != before), None)
+    later = [r for r in history.records if r.t > t0]
+    restart = next((r for r in later if r.ev == "start" and str(r.attempt) != before), None)
     if restart is None:
-        restart = next((r for r in later if r.get("ev") == "worker_spawn" and str(r.get("attempt")) != before), None)
+        restart = next((r for r in later if isinstance(r, WorkerSpawn) and r.harness and str(r.attempt) != before),
+                       None)
         if restart is not None and history.of("start"):
             # The workload says `start` once a rank is in the process group: a spawn that never said it
             # is a restart that never joined (stuck in rendezvous or init), not a restart.
-            figures["attempt_after"] = str(restart.get("attempt"))
-            evidence["restart_s"] = (f"attempt {restart.get('attempt')} was spawned ({_describe(restart)}) but no "
+            figures["attempt_after"] = str(restart.attempt)
+            evidence["restart_s"] = (f"attempt {restart.attempt} was spawned ({_describe(restart)}) but no "
                                      f"rank of it sent start: it never joined the process group")
             restart = None
     if restart is None:
         _slurm_requeue(history, t0, figures)
         return figures
-    after = str(restart.get("attempt"))
+    after = str(restart.attempt)
     figures["attempt_after"] = after
-    figures["restart_s"] = _delta(restart["t"], t0)
+    figures["restart_s"] = _delta(restart.t, t0)
     evidence["restart_s"] = _describe(restart)
-    steps = [r for r in later if r.get("ev") == "step" and str(r.get("attempt")) == after]
+    steps = [r for r in later if r.ev == "step" and str(r.attempt) == after]
     done = None if steps else _nothing_left(later, after)
     if steps:
-        figures["resume_s"] = _delta(steps[0]["t"], t0)
+        figures["resume_s"] = _delta(steps[0].t, t0)
         evidence["resume_s"] = _describe(steps[0])
     elif done is not None:
-        figures["resume_s"] = _delta(done["t"], t0)
+        figures["resume_s"] = _delta(done.t, t0)
         evidence["resume_s"] = (f"{_describe(done)}: the last step's checkpoint, so attempt {after} had no step left "
                                 f"to train and wrote its final")
-    regain = next((r for r in later if r.get("ev") == "step" and str(r.get("attempt")) != before
+    # By name, as before: ``Step.step`` insists on the number the protocol requires, and a hand-built step may lack it.
+    regain = next((r for r in later if r.ev == "step" and str(r.attempt) != before
                    and int(r.get("step", 0)) >= pre_max), None)
-    if regain is None and done is not None and int(done.get("step") or 0) >= pre_max:
+    if regain is None and done is not None and int(done.step or 0) >= pre_max:
         regain = done
     if regain is not None:
-        figures["regain_s"] = _delta(regain["t"], t0)
+        figures["regain_s"] = _delta(regain.t, t0)
         evidence["regain_s"] = _describe(regain)
-    loads = [int(r.get("step") or 0) for r in later if r.get("ev") == "ckpt_load" and str(r.get("attempt")) == after]
+    loads = [int(r.step or 0) for r in later if r.ev == "ckpt_load" and str(r.attempt) == after]
     how = ""
     if loads:
         figures["resumed_from_step"] = min(loads)
         how = "ckpt_load of the next attempt"
     elif steps:
         # No ckpt_load: the step before the first one the next attempt ran is where it resumed.
-        figures["resumed_from_step"] = max(0, min(int(r["step"]) for r in steps) - 1)
+        figures["resumed_from_step"] = max(0, min(int(r.step) for r in steps) - 1)
         how = f"inferred from the first step of attempt {after} (no ckpt_load)"
     resumed = figures["resumed_from_step"]
     if resumed is not None:
@@ -214,12 +218,13 @@ def compute_recovery(history: History, fault: FaultRecord, until: float | None =
 def _nothing_left(later: list[Record], attempt: str) -> Record | None:
     """The ``ckpt_load`` of an attempt that ran no step because it loaded the last one (restarted right
     after committing it): its ``final`` names the loaded step. None for any other attempt without steps."""
-    loads = [r for r in later if r.get("ev") == "ckpt_load" and str(r.get("attempt")) == attempt]
-    finals = [r for r in later if r.get("ev") == "final" and str(r.get("attempt")) == attempt]
+    loads = [r for r in later if r.ev == "ckpt_load" and str(r.attempt) == attempt]
+    finals = [r for r in later if r.ev == "final" and str(r.attempt) == attempt]
     if not loads or not finals:
         return None
-    last = max(loads, key=lambda r: r.get("t", 0.0))
-    step = last.get("step")
+    last = max(loads, key=lambda r: r.t)
+    step = last.step
+    # A final's step by name: ``Final.step`` insists on it, and a final without one names no step here.
     if not isinstance(step, int) or step <= 0 or any(f.get("step") != step for f in finals):
         return None
     return last
@@ -231,7 +236,7 @@ _AT_STEP = re.compile(r"at_step (\d+)")
 def _landing(history: History, fault: FaultRecord, attempt: str, t0: float, figures: dict[str, Any]) -> None:
     """Where the fault landed: the running attempt's highest step at ``t0`` (None before its first step),
     the step an ``at_step`` trigger asked for, and the newest durable checkpoint then (``_durable_step``)."""
-    steps = [int(r["step"]) for r in history.of("step", attempt=attempt) if r.get("t", 0.0) <= t0]
+    steps = [int(r.step) for r in history.of("step", attempt=attempt) if r.t <= t0]
     landed = max(steps) if steps else None
     asked = fault.details.get("trigger_step")
     if not isinstance(asked, int):
@@ -255,15 +260,15 @@ def _durable_step(history: History, t0: float) -> tuple[int | None, str]:
     if not history.of("ckpt_commit"):
         return None, ("the run reported no ckpt_commit, so which checkpoint was durable at the fault is unknown "
                       "(report saves with chaos.sdk's ckpt_commit or a chaos.integrations callback)")
-    commits = [r for r in history.of("ckpt_commit") if r.get("t", 0.0) <= t0 and isinstance(r.get("step"), int)]
+    commits = [r for r in history.of("ckpt_commit") if r.t <= t0 and isinstance(r.step, int)]
     if not commits:
         return 0, "no ckpt_commit before the fault: a fresh start was the newest durable state"
     ranks: dict[str, set[Any]] = {}
     by_step: dict[tuple[str, int], set[Any]] = {}
     for r in commits:
-        attempt = str(r.get("attempt"))
-        ranks.setdefault(attempt, set()).add(r.get("rank"))
-        by_step.setdefault((attempt, r["step"]), set()).add(r.get("rank"))
+        attempt = str(r.attempt)
+        ranks.setdefault(attempt, set()).add(r.rank)
+        by_step.setdefault((attempt, r.step), set()).add(r.rank)
     whole = [(step, attempt) for (attempt, step), who in by_step.items() if who >= ranks[attempt]]
     step, attempt = max(whole, default=(0, ""))
     why = f"ckpt_commit of step {step} in attempt {attempt}" if attempt else "no whole ckpt_commit before the fault"
@@ -307,8 +312,8 @@ def _step_rate(history: History, attempt: str, t0: float, t_end: float | None) -
     a failure too. ``during`` ends at the fault's release (or RATE_WINDOW_S after it) or the attempt's end."""
     first: dict[int, float] = {}
     for r in history.of("step", attempt=attempt):
-        if isinstance(r.get("step"), int):
-            first[r["step"]] = min(first.get(r["step"], r["t"]), r["t"])
+        if isinstance(r.get("step"), int):  # ``Step.step`` insists on the number; a step without one is skipped
+            first[r.step] = min(first.get(r.step, r.t), r.t)
     times = sorted(first.values())
     end = t_end if t_end is not None and t_end > t0 else t0 + RATE_WINDOW_S
     pre = [t for t in times if t0 - RATE_WINDOW_S <= t <= t0]
@@ -328,30 +333,29 @@ def _slurm_requeue(history: History, t0: float, figures: dict[str, Any]) -> None
     (detecting the loss, requeueing, holding, scheduling) rather than torchrun and the workload.
     Absent when the job was not a Slurm job; None when Slurm never requeued it (the job recovered
     inside its allocation, e.g. torchrun restarted the ranks)."""
-    jobs = history.of("slurm_job")
+    jobs = history.harness(SlurmJob)
     if not jobs:
         return
     figures.update({k: None for k in SLURM_FIGURES})
-    before = [r for r in jobs if r.get("t", 0) <= t0]
-    restarts = int(before[-1].get("restarts") or 0) if before else 0
-    back = next((r for r in jobs if r.get("t", 0) > t0 and r.get("state") == "RUNNING"
-                 and int(r.get("restarts") or 0) > restarts), None)
+    before = [r for r in jobs if r.t <= t0]
+    restarts = (before[-1].restarts or 0) if before else 0
+    back = next((r for r in jobs if r.t > t0 and r.state == "RUNNING" and (r.restarts or 0) > restarts), None)
     if back is None:
         return
-    figures["requeue_s"] = _delta(back["t"], t0)
-    figures["evidence"]["requeue_s"] = (f"scontrol show job: job {back.get('job_id')} RUNNING again on "
-                                        f"{back.get('nodes')} after restart {back.get('restarts')} (polled every 0.25 s)")
+    figures["requeue_s"] = _delta(back.t, t0)
+    figures["evidence"]["requeue_s"] = (f"scontrol show job: job {back.job_id} RUNNING again on "
+                                        f"{back.nodes} after restart {back.restarts} (polled every 0.25 s)")
     if figures.get("resume_s"):
         figures["requeue_share"] = round(figures["requeue_s"] / figures["resume_s"], 3)
 
 
 def _describe(record: Record) -> str:
-    ev = record.get("ev")
-    if ev == "step" and record.get("source") == "output":
+    ev = record.ev
+    if ev == "step" and record.source == "output":
         return f"step {record.get('step')} matched by step_regex on the output (seen from outside)"
-    if ev in ("worker_spawn", "worker_exit"):
-        return f"{ev} of rank {record.get('rank')} pid {record.get('worker_pid')} (seen from outside)"
-    return f"{ev} of rank {record.get('rank')}, attempt {record.get('attempt')}"
+    if isinstance(record, (WorkerSpawn, WorkerExit)):
+        return f"{ev} of rank {record.rank} pid {record.worker_pid} (seen from outside)"
+    return f"{ev} of rank {record.rank}, attempt {record.attempt}"
 
 
 def _delta(t: float | None, t0: float) -> float | None:

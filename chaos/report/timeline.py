@@ -19,19 +19,21 @@ def plot_timeline(history: History, journal: "Journal", dest: Path) -> Path:
     import matplotlib.pyplot as plt
 
     launches = history.of("launch")
-    t0 = launches[0]["t"] if launches else (history.records[0]["t"] if history.records else 0.0)
+    t0 = launches[0].t if launches else (history.records[0].t if history.records else 0.0)
     fig, ax = plt.subplots(figsize=(11, 4.5), dpi=110)
-    for attempt in sorted({str(r.get("attempt")) for r in history.of("step")}, key=attempt_key):
-        steps = [r for r in history.of("step", attempt=attempt) if r.get("rank") in (0, None)]
-        ax.plot([r["t"] - t0 for r in steps], [r["step"] for r in steps], lw=1.6, label=f"attempt {attempt}")
+    for attempt in sorted({str(r.attempt) for r in history.of("step")}, key=attempt_key):
+        steps = [r for r in history.of("step", attempt=attempt) if r.rank in (0, None)]
+        ax.plot([r.t - t0 for r in steps], [r.step for r in steps], lw=1.6, label=f"attempt {attempt}")
     commits = history.of("ckpt_commit")
     if commits:
-        ax.scatter([r["t"] - t0 for r in commits], [r["step"] for r in commits], marker="s", s=18,
+        ax.scatter([r.t - t0 for r in commits], [r.step for r in commits], marker="s", s=18,
                    color="black", zorder=3, label="checkpoint committed")
     for ev, marker, colour in (("ckpt_reject", "x", "red"), ("ckpt_error", "v", "orange"), ("health", "*", "purple")):
         recs = history.of(ev)
         if recs:
-            ax.scatter([r["t"] - t0 for r in recs], [r.get("step") or 0 for r in recs], marker=marker, s=50,
+            # By name, as the three kinds share no step attribute: the protocol gives a health event none (a workload
+            # may add one).
+            ax.scatter([r.t - t0 for r in recs], [r.get("step") or 0 for r in recs], marker=marker, s=50,
                        color=colour, zorder=4, label=ev)
     for fault in journal.faults:
         if fault.t_inject is None:

@@ -50,24 +50,52 @@ class Golden:
         path = directory / f"{key}-v{SUMMARY_VERSION}.json"
         # Parallel runs (pytest -n) of experiments sharing a workload wait for one golden run.
         with FileLock(str(path) + ".lock", timeout=self.experiment.timeout_s * 2):
-            if path.exists():
-                try:
-                    cached = json.loads(path.read_text())
-                except json.JSONDecodeError:
-                    cached = None
-                # A golden whose digests were taken under another digest scheme (chaos.sdk.digest_state)
-                # would fail every correct run's digest comparison: it is run again instead.
-                # So would one cached under another key (a hand-copied cache, a truncated hash that collided).
-                if isinstance(cached, dict) and cached.get("digest_version") == DIGEST_VERSION \
-                        and cached.get("config_hash") == key:
-                    return cached
-                path.unlink()
-            summary = self._run()
-            summary["config_hash"] = key  # the key it is filed under, read back and compared above
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(summary, indent=1))
-            os.replace(tmp, path)
-            return summary
+            cached = self._read(path, key)
+            if cached is not None:
+                return cached
+            path.unlink(missing_ok=True)
+            return self._store(path, key, self._run())
+
+    def cached(self) -> dict[str, Any] | None:
+        """The cached golden summary of this workload, or None; runs nothing."""
+        key = self.experiment.workload_hash()
+        path = cache_dir() / f"{key}-v{SUMMARY_VERSION}.json"
+        return self._read(path, key) if path.exists() else None
+
+    @staticmethod
+    def _read(path: Path, key: str) -> dict[str, Any] | None:
+        try:
+            cached = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+        # A golden whose digests were taken under another digest scheme (chaos.sdk.digest_state)
+        # would fail every correct run's digest comparison: it is run again instead.
+        # So would one cached under another key (a hand-copied cache, a truncated hash that collided).
+        if isinstance(cached, dict) and cached.get("digest_version") == DIGEST_VERSION \
+                and cached.get("config_hash") == key:
+            return cached
+        return None
+
+    @staticmethod
+    def _store(path: Path, key: str, summary: dict[str, Any]) -> dict[str, Any]:
+        summary["config_hash"] = key  # the key it is filed under, read back and compared above
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(summary, indent=1))
+        os.replace(tmp, path)
+        return summary
+
+    def adopt(self, report: Any) -> dict[str, Any]:
+        """File a fault-free run made elsewhere (``chaos assess``'s observation of the job, run exactly as the
+        golden run would be: no faults, no checks, this workload as it is) as this workload's golden run, so
+        the experiments after it do not run the job once more for it; a HarnessError where it cannot be one."""
+        summary = self.summary_of(report)
+        key = self.experiment.workload_hash()
+        directory = cache_dir()
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / f"{key}-v{SUMMARY_VERSION}.json"
+        with FileLock(str(path) + ".lock", timeout=self.experiment.timeout_s * 2):
+            self._summary = self._store(path, key, summary)
+        return self._summary
 
     def _run(self) -> dict[str, Any]:
         from chaos.gameday.stop import StopRules
@@ -84,7 +112,11 @@ class Golden:
         # Never gated (a baseline leaves golden runs out): no host-speed probe.
         # Every commit scanned (chaos.checkpoint.values): its digest per step is what no_corrupt_commit compares
         # a deterministic run's checkpoints with.
-        report = Runner(exp, runs_root=self.runs_root, probe_host=False, scan_values=True, **rules).run()
+        return self.summary_of(Runner(exp, runs_root=self.runs_root, probe_host=False, scan_values=True, **rules).run())
+
+    @staticmethod
+    def summary_of(report: Any) -> dict[str, Any]:
+        """The golden summary of a finished fault-free run, or a HarnessError saying why it cannot be one."""
         o = report.outcome
         if o.exit_code != 0 or not o.history.finals():
             raise HarnessError(

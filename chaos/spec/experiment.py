@@ -119,7 +119,10 @@ class Experiment:
             for helper in _beside(script):
                 h.update(str(helper.relative_to(script.parent)).encode())
                 h.update(helper.read_bytes())
-        payload = self.workload.model_dump(exclude={"join_timeout_s", "stall_s", "max_restarts", "ckpt_dir", "cwd", "golden_omits"})
+        # The script is known by its bytes and its helpers' (above), not by the path the file names it by: the same
+        # script named from two folders (chaos assess's observation and the experiments it writes) is one golden.
+        payload = self.workload.model_dump(exclude={"script", "join_timeout_s", "stall_s", "max_restarts", "ckpt_dir",
+                                                    "cwd", "golden_omits"})
         payload["args"] = self.workload.golden_args()
         payload["target"] = self.target.golden_key()
         payload["seed"] = self.seed

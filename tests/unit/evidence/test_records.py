@@ -116,5 +116,36 @@ def test_the_harness_kinds_are_what_the_harness_logs_and_no_sdk_kind() -> None:
     assert logged <= HARNESS_KINDS, logged - HARNESS_KINDS
     emitted = set(re.findall(r"\bemit\(\s*\"([a-z_]+)\"", source)) | set(PROTOCOL)
     assert not emitted & HARNESS_KINDS
-    unused = {k for k in HARNESS_KINDS if f'"{k}"' not in source.replace((root / "evidence" / "records.py").read_text(), "")}
+    # Where the kinds are listed and typed is no proof that anything logs them.
+    for listed in ("records.py", "harness_records.py"):
+        source = source.replace((root / "evidence" / listed).read_text(), "")
+    unused = {k for k in HARNESS_KINDS if f'"{k}"' not in source}
     assert not unused, f"listed as harness kinds but never logged: {unused}"
+
+
+def test_every_kind_the_checks_read_is_typed_and_an_absent_field_reads_none() -> None:
+    """A check reads attributes: each protocol kind has its class, an optional field it leaves out reads None (as
+    ``get`` does), and a field the protocol requires is never made up (a KeyError where a record lacks it)."""
+    from chaos.evidence import records as rec
+
+    kinds = {"start": rec.Start, "step": rec.Step, "ckpt_staged": rec.CkptStaged, "ckpt_begin": rec.CkptBegin,
+             "ckpt_durable": rec.CkptDurable, "ckpt_commit": rec.CkptCommit, "ckpt_load": rec.CkptLoad,
+             "ckpt_reject": rec.CkptReject, "ckpt_error": rec.CkptError, "final": rec.Final, "health": rec.Health,
+             "instep": rec.Instep, "heal": rec.Heal, "discard": rec.Discard, "monitor": rec.Monitor,
+             "inprocess_restart": rec.InprocessRestart}
+    for ev, cls in kinds.items():
+        r = record({"ev": ev, "t": 1.0, "pid": 7, "host": "h", "world_size": 2})
+        assert type(r) is cls and (r.pid, r.host, r.world_size) == (7, "h", 2), ev
+    assert set(rec.PROTOCOL) - {"hello"} <= set(kinds)
+    heal = record({"ev": "heal", "step": 4, "replica_group": 1, "participants": 2})
+    assert (heal.step, heal.replica_group, heal.participants) == (4, 1, 2)
+    act = record({"ev": "instep", "fault": 0, "kind": "nan", "step": 3})
+    assert (act.fault, act.kind, act.step, act.taints_from, act.where) == (0, "nan", 3, None, None)
+    restart = record({"ev": "inprocess_restart", "source": "nvrx", "iteration": 1, "cause": "x"})
+    assert (restart.source, restart.iteration, restart.cause) == ("nvrx", 1, "x")
+    assert record({"ev": "ckpt_begin", "step": 2, "reason": "preempt"}).reason == "preempt"
+    assert record({"ev": "ckpt_commit", "step": 2}).path is None and record({"ev": "ckpt_error"}).error is None
+    step = parse({**STEP, "participating": False, "digest": "d"})
+    assert (step.participating, step.digest, step.loss, step.participants) == (False, "d", None, None)
+    with pytest.raises(KeyError):
+        record({"ev": "final", "t": 1.0}).step  # noqa: B018

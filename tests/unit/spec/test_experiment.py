@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import textwrap
 from pathlib import Path
 
@@ -152,6 +154,21 @@ def test_golden_omits_leave_the_golden_run_and_its_cache_key(tmp_path) -> None:
     # The harness's own limits on the run never change what it computes: one golden.
     limits = load_experiment(tmp_path / "f.yaml", base % ", golden_omits: [fix], stall_s: 90, join_timeout_s: 5")
     assert limits.workload.stall_s == 90 and limits.workload_hash() == plain.workload_hash()
+
+
+def test_the_golden_key_knows_a_script_by_its_bytes_not_by_the_path_that_names_it(tmp_path) -> None:
+    # chaos assess observes a job from one folder and writes its experiments in another: one golden run.
+    text = "name: e\nworkload: {script: %s, args: {steps: 4}}\ntarget: local\nchecks: [{completes: {}}]\n"
+    deeper = tmp_path / "a" / "b"
+    deeper.mkdir(parents=True)
+    script = ROOT / "workloads" / "ddp.py"
+    here = load_experiment(tmp_path / "x.yaml", text % os.path.relpath(script, tmp_path))
+    there = load_experiment(deeper / "x.yaml", text % os.path.relpath(script, deeper))
+    assert here.workload.script != there.workload.script and here.workload_hash() == there.workload_hash()
+    copy = tmp_path / "c" / "ddp.py"
+    copy.parent.mkdir()
+    copy.write_bytes(script.read_bytes() + b"\n# changed\n")
+    assert load_experiment(tmp_path / "y.yaml", text % "c/ddp.py").workload_hash() != here.workload_hash()
 
 
 def test_the_golden_key_follows_torchs_version_and_thread_count_without_importing_torch(tmp_path, monkeypatch) -> None:
