@@ -65,7 +65,16 @@ def test_the_hf_trainer_torn_save_finding_agrees_with_its_shipped_experiment(tmp
     assert "trainer_state.json" in row["finding"] and "last_complete_checkpoint" in row["remedy"], row
 
 
+def _epochs(run_dir: Path) -> list[str]:
+    return [line for line in (run_dir / "output.log").read_text().splitlines()
+            if "[rank0] Epoch" in line or "Resuming" in line]
+
+
 def test_a_script_that_only_prints_gets_a_proposed_step_counter_and_an_honest_card(tmp_path: Path, monkeypatch) -> None:
+    # A new user's torchrun tutorial script (tests/fixtures/workloads/tutorial_ddp.py), from a shell whose PATH lacks
+    # the virtual environment: the harness finds torchrun next to its own interpreter.
+    monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+    assert shutil.which("torchrun") is None or Path(shutil.which("torchrun")).parent != Path(sys.executable).parent
     monkeypatch.chdir(ROOT)
     out = tmp_path / "card"
     script = "tests/fixtures/workloads/tutorial_ddp.py"
@@ -80,7 +89,16 @@ def test_a_script_that_only_prints_gets_a_proposed_step_counter_and_an_honest_ca
     assert kill["exactly_once"].startswith("not traced") and "sdk.step(" in kill["exactly_once"]
     for name in ("kill-during-save", "storage-full", "corrupt-newest"):
         assert rows[name]["survived"] == "not run" and rows[name]["finding"].startswith("not run:"), rows[name]
+    # Each run starts from epoch 0 in a directory of its own (the observation's snapshot is not the kill run's),
+    # and the kill run resumes its own snapshot, which checkpoint_integrity judged in that directory.
+    runs = [Path(seen["run_dir"]), Path(kill["run_dir"])]
+    for run_dir in runs:
+        lines = _epochs(run_dir)
+        assert "Epoch 0 |" in lines[0] and not any("Resuming" in x for x in lines[:5]), lines[:5]
+        assert (run_dir / "work" / "snapshot.pt").is_file()
+    assert any("Resuming training from snapshot" in x for x in _epochs(runs[1]))
+    assert "1 checkpoint(s) on disk verify" in next(c["reason"] for c in kill["checks"]
+                                                    if c["check"] == "checkpoint_integrity")
     # The command's script is made absolute: the experiment runs from any folder.
     written = (out / "experiments" / "tutorial-ddp-rank-kill.yaml").read_text()
     assert str(ROOT / script) in written
-    assert shutil.which("torchrun") is None or "torchrun" in written
