@@ -92,6 +92,10 @@ def row_of(probe: Probe, journal: Journal | None, seen: Observation, experiment:
                                    "not judged here" if seen.samples_traced else _untraced(seen))
     integrity = verdicts.get("checkpoint_integrity") or verdicts.get("no_corrupt_commit")
     row.integrity = _verdict_or(integrity, "no checkpoint seen" if not seen.checkpoints_seen else "not judged")
+    if (journal.exit_code or 0) > 128:
+        row.survived = "not tested"
+        row.finding = "interrupted: the harness stopped the job and reverted its faults before it could show anything"
+        return row
     if journal.exit_code in (2, 3) or journal.word in ("ERROR", "INVALID"):
         row.survived = "error"
         row.finding = "; ".join(journal.diagnostics[:1] + [c.reason for c in journal.checks if c.verdict == "error"][:1]) \

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from chaos.errors import UsageError
+from chaos.runtime.launch import script_args
 
 WORK_DIR = "{run_dir}/work"
 
@@ -97,8 +98,8 @@ class Job:
 
     def describe(self) -> str:
         if self.script is not None:
-            extra = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.args.items())
-            return f"torchrun --nproc-per-node {self.nproc} {self.script} {extra}".rstrip()
+            return shlex.join(["torchrun", "--nproc-per-node", str(self.nproc), str(self.script),
+                               *script_args(self.args)])  # as the launcher passes them
         return shlex.join(self.command or ())
 
     def workload(self, *, experiments_dir: Path, step_regex: str | None = None,

@@ -12,7 +12,8 @@ from typing import Any
 from chaos.checkpoint.verify import STEP_ENTRY
 from chaos.checks.base import RunOutcome
 from chaos.checks.base import norm_path as _norm
-from chaos.evidence.events import History, Record
+from chaos.evidence.events import History
+from chaos.evidence.harness_records import CkptVerify
 from chaos.evidence.records import CkptBegin, CkptCommit, CkptLoad
 
 CHECKPOINT_SUFFIXES = (".pt", ".pth", ".ckpt", ".bin", ".safetensors", ".distcp")
@@ -92,10 +93,10 @@ def _attempt_starts(history: History) -> dict[str, float]:
     return starts
 
 
-def _look(looks: list[Record], seen: str, key: str, attempt: str, times: frozenset[float]) -> Record | None:
+def _look(looks: list[CkptVerify], seen: str, key: str, attempt: str, times: frozenset[float]) -> CkptVerify | None:
     """The witness's ``ckpt_verify`` of this very event (same path and attempt, keyed by the event's time)."""
-    found = [r for r in looks if r.get("seen") == seen and _norm(r.get("path")) == key
-             and str(r.attempt) == attempt and r.get("t_event") in times]
+    found = [r for r in looks if r.seen == seen and _norm(r.path) == key
+             and str(r.attempt) == attempt and r.t_event in times]
     return found[-1] if found else None
 
 
@@ -106,16 +107,16 @@ def _announced(records: list[CkptBegin] | list[CkptCommit], load: _Load) -> bool
     return any(r.t < load.t and int(r.step or 0) == load.step for r in records)
 
 
-def _unproven_load(look: Record | None) -> str:
+def _unproven_load(look: CkptVerify | None) -> str:
     if look is None:
         return "and the harness has no look at it from when the load was seen"
-    if look.get("ok") is False:
+    if look.ok is False:
         return f"and the harness found it invalid when the load was seen: {_problems(look)}"
     return f"and the harness could not verify it when the load was seen: {_problems(look)}"
 
 
-def _problems(look: Record) -> str:
-    return "; ".join(str(p) for p in (look.get("problems") or [])[:3]) or "no detail recorded"
+def _problems(look: CkptVerify) -> str:
+    return "; ".join(str(p) for p in (look.problems or [])[:3]) or "no detail recorded"
 
 
 def _unrepaired(c: _Corruption, t: float, commits: list[CkptCommit]) -> bool:

@@ -46,7 +46,7 @@ from chaos.checks.base import norm_path as _norm
 from chaos.checks._saves import (CHECKPOINT_SUFFIXES, _announced, _attempt_starts, _checkpoints_elsewhere, _Corruption,
                                  _corruptions, _Load, _loads, _look, _problems, _spoiled, _step_of_path,
                                  _unproven_load, _unrepaired)
-from chaos.evidence.events import Record
+from chaos.evidence.harness_records import CkptVerify, WitnessIncomplete
 from chaos.evidence.records import CkptBegin, CkptCommit, CkptError, CkptReject
 
 
@@ -69,7 +69,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         loads = _loads(h.of("ckpt_load"))
         rejects = h.of("ckpt_reject")
         errors = h.of("ckpt_error")
-        looks = [r for r in h.of("ckpt_verify") if r.source == "harness"]
+        looks = h.harness(CkptVerify)
         corruptions = _corruptions(outcome)
         failures: list[str] = []
         unproven: list[str] = []
@@ -83,7 +83,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
         verified = self._judge_commit_looks(commits, reports, looks, corruptions, failures, unproven, notes)
         tested = self._judge_corruptions(corruptions, commits, loads, rejects, _attempt_starts(h), failures, unproven)
         self._judge_loads(loads, commits, h.of("ckpt_begin"), looks, corruptions, failures, notes,
-                          reports=reports, unproven=unproven, incomplete=h.of("witness_incomplete"))
+                          reports=reports, unproven=unproven, incomplete=h.harness(WitnessIncomplete))
         self._judge_lost_commits(commits, loads, corruptions, failures)
         self._judge_failed_saves(errors, commits, loads, failures)
 
@@ -172,7 +172,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 failures.append(f"checkpoint {entry.name} claims to be committed but is invalid: {report.summary()}")
         return reports
 
-    def _judge_commit_looks(self, commits: list[CkptCommit], reports: dict[str, Report], looks: list[Record],
+    def _judge_commit_looks(self, commits: list[CkptCommit], reports: dict[str, Report], looks: list[CkptVerify],
                             corruptions: list[_Corruption], failures: list[str], unproven: list[str],
                             notes: list[str]) -> set[str]:
         """Paths the witness verified intact when committed; judges every commit the disk cannot vouch for."""
@@ -185,10 +185,10 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
             name, step = Path(key).name, commit.step
             look = _look(looks, "ckpt_commit", key, str(commit.attempt), frozenset({commit.t}))
             report = reports.get(key)
-            if look is not None and look.get("ok") is True:
+            if look is not None and look.ok is True:
                 verified.add(key)
                 continue
-            if look is not None and look.get("ok") is False:
+            if look is not None and look.ok is False:
                 # The witness looks in the background; a fault fired by the same commit may have got there first.
                 race = next((c for c in corruptions if c.path == key and commit.t <= c.t <= look.t), None)
                 if race is not None:
@@ -215,9 +215,9 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
 
     # ---- 2. every load ------------------------------------------------------------------------
 
-    def _judge_loads(self, loads: list[_Load], commits: list[CkptCommit], begins: list[CkptBegin], looks: list[Record],
-                     corruptions: list[_Corruption], failures: list[str], notes: list[str], *,
-                     reports: dict[str, Report], unproven: list[str], incomplete: list[Record]) -> None:
+    def _judge_loads(self, loads: list[_Load], commits: list[CkptCommit], begins: list[CkptBegin],
+                     looks: list[CkptVerify], corruptions: list[_Corruption], failures: list[str], notes: list[str], *,
+                     reports: dict[str, Report], unproven: list[str], incomplete: list[WitnessIncomplete]) -> None:
         for load in loads:
             if not load.step and not load.path:
                 continue
@@ -228,7 +228,7 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                 if not _announced(begins, load):
                     failures.append(f"{load.who} loaded {load.name} (step {load.step}), which no ckpt_commit "
                                     "announced before the load")
-                elif look is not None and look.get("ok") is True:
+                elif look is not None and look.ok is True:
                     notes.append(f"{load.who} loaded {load.name} (step {load.step}), whose save began but never "
                                  "announced a commit; the harness verified it when the load was seen (a save made "
                                  "durable by a rank killed before ckpt_commit)")
@@ -236,18 +236,18 @@ class CheckpointIntegrity(Check, kind="checkpoint_integrity"):
                     failures.append(f"{load.who} loaded {load.name} (step {load.step}), whose save began but no "
                                     f"ckpt_commit announced before the load, {_unproven_load(look)}")
                 continue
-            if look is None or look.get("ok") is None:
+            if look is None or look.ok is None:
                 # What was loaded was never seen whole: no look when the load was seen (the witness's
                 # child died or hit its time limit) and nothing on disk at the end to verify instead.
                 if load.path and load.step and load.key not in reports:
                     why = _unproven_load(look)
                     if incomplete and look is None:
-                        why += (f" (the witness stopped short: {incomplete[-1].get('answered')} of "
-                                f"{incomplete[-1].get('sent')} looks answered)")
+                        why += (f" (the witness stopped short: {incomplete[-1].answered} of "
+                                f"{incomplete[-1].sent} looks answered)")
                     unproven.append(f"{load.who} loaded {load.name} (step {load.step}), which is gone from disk, "
                                     f"{why}: whether it was intact when loaded is unknown")
                 continue
-            if look.get("ok") is not False:
+            if look.ok is not False:
                 continue
             race = next((c for c in corruptions if c.path == load.key and load.t <= c.t <= look.t), None)
             if race is not None:

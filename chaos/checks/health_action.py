@@ -7,8 +7,8 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
-from chaos.evidence.events import Record
 from chaos.evidence.harness_records import Launch, SlurmDrain, WorkerExit, XidWrite
+from chaos.evidence.records import Health
 from chaos.health.exclusions import exclusions_path, read_exclusions
 from chaos.health.policy import Action, Policy
 
@@ -70,12 +70,11 @@ class HealthAction(Check, kind="health_action"):
             action = policy.decide(code, device).action
             if id(w) in mine:
                 expected.append(action)
-        # A health event's fields past the common ones are the monitor's to choose (docs/architecture.md): by name.
-        events = [r for r in h.of("health") if r.get("code") == code and r.get("device") == device
+        events = [r for r in h.of("health") if r.code == code and r.device == device
                   and r.t >= fault.t_inject]
         figs: dict[str, Any] = {"code": code, "device": device, "rank": rank, "writes": len(writes),
                                 "expected": [a.value for a in expected],
-                                "actions": [e.get("action") for e in events], "detect_s": None}
+                                "actions": [e.action for e in events], "detect_s": None}
         if rank is None:
             return (f"no rank owned device {device} when the XID was written; give a device the job uses", figs)
         if not events:
@@ -89,7 +88,7 @@ class HealthAction(Check, kind="health_action"):
         if wrong:
             return (f"rank {wrong[0].rank} acted on device {device}, which rank {rank} owns", figs)
         strongest = expected[-1] if expected else Action(d.get("action"))
-        acted = [e for e in events if e.get("action") == strongest.value]
+        acted = [e for e in events if e.action == strongest.value]
         if not acted:
             return (f"the policy requires '{strongest.value}' for XID {code} (after {len(writes)} report(s)); the monitor "
                     f"did {figs['actions']}", figs)
@@ -99,7 +98,7 @@ class HealthAction(Check, kind="health_action"):
         problem = check(event, outcome, figs) if check else None
         return problem, figs
 
-    def _restarted(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+    def _restarted(self, event: Health, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
         h, t = outcome.history, event.t
         exits = [r for r in h.harness(WorkerExit) if r.rank == event.rank
                  and str(r.attempt) == str(event.attempt) and t <= r.t <= t + self.config.within_s]
@@ -111,8 +110,8 @@ class HealthAction(Check, kind="health_action"):
         figs["restarted_as"] = str(later[0].attempt)
         return None
 
-    def _excluded(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
-        h, device, host = outcome.history, event.get("device"), event.get("host")
+    def _excluded(self, event: Health, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+        h, device, host = outcome.history, event.device, event.host
         record = [e for e in read_exclusions(exclusions_path(outcome.run_dir)) if e.get("device") == device
                   and e.get("host") in (None, host)]
         if not record:
@@ -141,28 +140,27 @@ class HealthAction(Check, kind="health_action"):
         """On a scheduler (Slurm): the node was drained, and the job ran again, and finished, without it."""
         h, node = outcome.history, drain.node
         later = [r for r in h.of("start") if r.t > drain.t]
-        hosts = sorted({str(r.get("host")) for r in later})
+        hosts = sorted({str(r.host) for r in later})
         figs.update(drained=node, drain_reason=drain.reason, hosts_after=hosts)
         if not later:
             return f"{node} was drained but the job never started again"
         if node in hosts:
-            attempt = next(r.attempt for r in later if r.get("host") == node)
+            attempt = next(r.attempt for r in later if r.host == node)
             return f"attempt {attempt} ran on {node} after it was drained"
         final = h.final_attempt()
         if outcome.exit_code != 0 or final is None or final not in {str(r.attempt) for r in later}:
             return f"the job did not complete after {node} was drained (exit {outcome.exit_code}, final attempt {final})"
         return None
 
-    def _checkpointed(self, event: Record, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
+    def _checkpointed(self, event: Health, outcome: RunOutcome, figs: dict[str, Any]) -> str | None:
         h, t = outcome.history, event.t
         begins = [r for r in h.of("ckpt_begin") if t <= r.t <= t + self.config.within_s]
         commits = {r.step for r in h.of("ckpt_commit") if r.t >= t}
         every = _int(outcome.experiment.workload.args.get("ckpt_every"))
         # The periodic save would have happened without the alert: only one that says it was for the
-        # alert (reason "health"), or that falls off the periodic schedule, answers it. ``reason`` is a field the
-        # protocol leaves open (no ``CkptBegin.reason``): by name.
-        asked = [b for b in begins if b.get("reason") == "health"
-                 or (b.get("reason") is None and every and int(b.step or 0) % every != 0)]
+        # alert (reason "health"), or that falls off the periodic schedule, answers it.
+        asked = [b for b in begins if b.reason == "health"
+                 or (b.reason is None and every and int(b.step or 0) % every != 0)]
         done = [b for b in asked if b.step in commits]
         if not done:
             periodic = [b.step for b in begins if b not in asked]

@@ -204,8 +204,7 @@ class KubeRecovered(Check, kind="kube_recovered"):
             if again:
                 return (f"nothing was evicted while the node was NotReady, yet {node} started container "
                         f"{again[0].container} {again[0].t - t0:.1f} s after the fault"), figs
-            # A rank's ``host``, by name: the protocol's record classes (chaos.evidence.records) do not type it.
-            steps = [r.t for r in h.of("step") if str(r.get("host")) == node and r.t >= resumed]
+            steps = [r.t for r in h.of("step") if str(r.host) == node and r.t >= resumed]
             if not steps:
                 return (f"{node} was not evicted and did not train after the kubelet's resume: its ranks reported no "
                         f"step since"), figs

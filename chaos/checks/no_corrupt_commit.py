@@ -16,6 +16,7 @@ from typing import Any
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome, norm_path
 from chaos.errors import ChaosError
+from chaos.evidence.harness_records import CkptVerify
 from chaos.evidence.records import CkptCommit
 
 
@@ -43,23 +44,23 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
         # looks at each (chaos.evidence.witness); a commit without a look of its own is not scanned.
         commits: dict[tuple[str, str, str], CkptCommit] = {}
         for r in h.of("ckpt_commit"):
-            if r.source != "harness" and r.path:
+            if not r.harness and r.path:
                 commits.setdefault((norm_path(r.path), str(r.attempt), str(r.step)), r)
         if not commits:
             return self.inconclusive("the run committed no checkpoint (no ckpt_commit event), so no committed "
                                      "state could be scanned")
-        looks: dict[tuple[str, str, str], list[Any]] = {}
-        for r in h.of("ckpt_verify"):
-            if r.get("seen") == "ckpt_commit":
-                looks.setdefault((norm_path(r.get("path")), str(r.attempt), str(r.get("step"))), []).append(r)
+        looks: dict[tuple[str, str, str], list[CkptVerify]] = {}
+        for r in h.harness(CkptVerify):
+            if r.seen == "ckpt_commit":
+                looks.setdefault((norm_path(r.path), str(r.attempt), str(r.step)), []).append(r)
         figures: dict[str, Any] = {"committed": len(commits), "scanned": 0, "values": 0}
         missing: list[str] = []
         for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].t, kv[0])):
             seen = looks.get(key, [])
-            scans = [r["values"] for r in seen if isinstance(r.get("values"), dict)]
+            scans = [r.scanned for r in seen if r.scanned is not None]
             step = commit.step
             if not scans:
-                gone = any(r.get("gone") for r in seen)
+                gone = any(r.gone for r in seen)
                 missing.append(f"step {step} ({'removed before the harness could read it' if gone else 'never scanned'})")
                 continue
             # Any scan of it that found a NaN condemns it; one clean scan cannot vouch for another.
@@ -86,7 +87,7 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
         return self._against_golden(outcome, commits, looks, figures, finite)
 
     def _against_golden(self, outcome: RunOutcome, commits: dict[tuple[str, str, str], CkptCommit],
-                        looks: dict[tuple[str, str, str], list[Any]], figures: dict[str, Any],
+                        looks: dict[tuple[str, str, str], list[CkptVerify]], figures: dict[str, Any],
                         finite: str) -> CheckResult:
         if outcome.golden is None:
             return self.inconclusive(f"{finite}; but the run was started without its fault-free run, so there is "
@@ -103,7 +104,7 @@ class NoCorruptCommit(Check, kind="no_corrupt_commit"):
         for key, commit in sorted(commits.items(), key=lambda kv: (kv[1].t, kv[0])):
             step = commit.step
             want = digests.get(str(step))
-            got_all = [d for look in looks.get(key, []) if (d := (look.get("values") or {}).get("digest"))]
+            got_all = [d for look in looks.get(key, []) if (d := (look.scanned or {}).get("digest"))]
             if want is None or not got_all:
                 unmatched.append(step)
                 continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, RunOutcome
+from chaos.evidence.harness_records import Cmd, Launch
 from chaos.runtime.safety import find_leftovers, run_tag
 
 
@@ -44,7 +45,7 @@ def tools_used(outcome: RunOutcome) -> set[str]:
     """The listing tools whose objects this run could have made: every command the harness ran (its
     ``cmd`` records: ip, nft, tc, docker), and docker for a run on the docker target (the SDK, no CLI)."""
     h = outcome.history
-    used = {str((r.get("argv") or [""])[0]).rsplit("/", 1)[-1] for r in h.of("cmd")}
-    if any(r.get("target") == "docker" for r in h.of("launch")) or h.of("docker_image"):
+    used = {str((r.argv or [""])[0]).rsplit("/", 1)[-1] for r in h.harness(Cmd)}
+    if any(r.target == "docker" for r in h.harness(Launch)) or h.of("docker_image"):
         used.add("docker")
     return used

@@ -427,10 +427,9 @@ def _rewritten_while_named(outcome: RunOutcome, moves: list[CkptPointer], cwd: s
         if key in done:
             continue  # each rank's begin of the same save
         done.add(key)
-        # ``ckpt_durable`` has no class of its own (records.KINDS): its step and path read by name.
-        durable = [d.t for d in durables if d.t >= began and d.get("step") == save.step
-                   and d.attempt == save.attempt and d.get("path")
-                   and _names_exactly(str(d.get("path")), where, cwd, inside=True)
+        durable = [d.t for d in durables if d.t >= began and d.step == save.step
+                   and d.attempt == save.attempt and d.path
+                   and _names_exactly(str(d.path), where, cwd, inside=True)
                    and all(m.path and _spellings(m.path) & where
                            for m in ordered if began < m.t <= d.t)]  # named all the while it wrote
         out.append({"path": str(move.path), "step": save.step, "t": save.t, "move_t": move.t,

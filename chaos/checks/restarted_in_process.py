@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.harness_records import WorkerExit, WorkerSpawn
 from chaos.evidence.records import InprocessRestart
 
 
@@ -63,8 +64,8 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         t0 = float(fault.t_inject or 0.0)
         figs: dict[str, Any] = {}
         before_next = "" if end == float("inf") else " before the next fault"
-        spawns = [r for r in h.of("worker_spawn") if isinstance(r.get("worker_pid"), int)]
-        later = sorted({r["worker_pid"] for r in spawns if t0 < r.t < end})
+        spawns = [r for r in h.harness(WorkerSpawn) if r.worker_pid is not None]
+        later = sorted({r.worker_pid for r in spawns if t0 < r.t < end})
         if later:
             first = min(r.t for r in spawns if t0 < r.t < end)
             figs["why"] = (f"new worker process(es) {later} were spawned {first - t0:.1f} s after it: the job escalated to "
@@ -82,10 +83,10 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         # A process is (host, pid): the harness names the node it spawned a worker on, a worker's records the host
         # the history placed them on (the harness's name for the node, whatever the process wrote: History.node_of);
         # pids repeat across nodes.
-        exits = {(str(r.get("node")), r.get("worker_pid")): r.t for r in h.of("worker_exit")}
+        exits = {(str(r.node), r.worker_pid): r.t for r in h.harness(WorkerExit)}
         alive: dict[tuple[str, Any], Any] = {}
         for r in spawns:
-            key = (str(r.get("node")), r["worker_pid"])
+            key = (str(r.node), r.worker_pid)
             if r.t <= t0 and str(r.attempt) == attempt and exits.get(key, float("inf")) > t0:
                 alive[key] = r.rank
         if not any(str(r.attempt) == attempt for r in spawns):
@@ -98,7 +99,7 @@ class RestartedInProcess(Check, kind="restarted_in_process"):
         if not ranks:
             figs["why"] = f"attempt {attempt}, which it struck, reported no rank"
             return self.inconclusive, figs
-        workload = [r for r in h.records if r.source not in ("harness", "output")]
+        workload = [r for r in h.records if not r.harness and r.source != "output"]
         latency: dict[int, float] = {}
         iterations: dict[int, int] = {}
         for rank in ranks:
@@ -180,6 +181,6 @@ def _process(r: Any) -> tuple[str, Any]:
 def _attempt_at(history: Any, t: float, ranks: Any) -> str | None:
     """The attempt the workload was reporting from at ``t`` (from ``ranks``' records when the fault names ranks)."""
     wanted = set(r for r in ranks if isinstance(r, int)) if isinstance(ranks, list) else None
-    before = [r for r in history.records if r.source != "harness" and r.t <= t and isinstance(r.attempt, str)
+    before = [r for r in history.records if not r.harness and r.t <= t and isinstance(r.attempt, str)
               and (wanted is None or r.rank in wanted)]
     return str(before[-1].attempt) if before else None

@@ -33,6 +33,7 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
+from chaos.evidence.harness_records import Slowfs, WorkerExit
 
 MOVED_ON = ("step", "ckpt_error", "ckpt_commit", "ckpt_begin", "final")
 """A rank's own records that can show it is not stuck in the failed save (``_past_the_save`` says which do)."""
@@ -79,10 +80,10 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
     def _judge(self, fault: FaultRecord, outcome: RunOutcome) -> tuple[str | None, dict[str, Any]]:
         h = outcome.history
         figs: dict[str, Any] = {"failed_ops": 0, "saves": []}
-        stats = [r for r in h.of("slowfs") if r.source == "harness" and r.get("fault") == fault.label]
-        failures = sorted((f for r in stats for f in (r.get("failures") or []) if isinstance(f, dict)
+        stats = [r for r in h.harness(Slowfs) if r.fault == fault.label]
+        failures = sorted((f for r in stats for f in (r.failures or []) if isinstance(f, dict)
                            and isinstance(f.get("t"), (int, float))), key=lambda f: f["t"])
-        figs["failed_ops"] = max([int(r.get("failed_ops") or 0) for r in stats] or [0])
+        figs["failed_ops"] = max([r.failed_ops or 0 for r in stats] or [0])
         if failures and figs["failed_ops"] > len(failures):
             figs["inconclusive"] = (f"the filesystem's record lists {len(failures)} of {figs['failed_ops']} failed "
                                     f"writes: the saves the others struck were not judged")
@@ -124,7 +125,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
         if not ranks:
             return "inconclusive", (f"no rank of attempt {attempt} is known: which ranks had to move on after the "
                                     f"step-{step} save failed cannot be said")
-        exits = {r.rank: r.t for r in h.of("worker_exit", attempt=attempt) if r.source == "harness" and r.t > t_fail}
+        exits = {r.rank: r.t for r in h.harness(WorkerExit, attempt=attempt) if r.t > t_fail}
         slowest: tuple[float, int, str] = (0.0, -1, "")
         for rank in ranks:
             after = [r for r in h.of(*MOVED_ON, attempt=attempt) if r.rank == rank and r.t > t_fail
@@ -179,7 +180,7 @@ class SaveFailsTogether(Check, kind="save_fails_together"):
                                         f"the save failed (ckpt_error): whether rank(s) {', '.join(map(str, silent))} "
                                         f"took it for a good one is unknown; emit ckpt_error on every rank that "
                                         f"gives a save up")
-        stuck = [r for r in h.of("stuck", "timeout") if r.source == "harness" and r.t > t_fail]
+        stuck = [r for r in h.of("stuck", "timeout") if r.harness and r.t > t_fail]
         if stuck:
             return "inconclusive", (f"step {step} of attempt {attempt}: {what}; every rank moved on, but the run "
                                     f"was then {stuck[0].ev} ({stuck[0].t - t_fail:.1f} s later): whether the save "

@@ -8,8 +8,8 @@ from typing import Any
 from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
-from chaos.evidence.events import Record
 from chaos.evidence.harness_records import Launch
+from chaos.evidence.records import Health
 from chaos.health.exclusions import exclusions_path, read_exclusions
 
 
@@ -50,10 +50,10 @@ class StragglerNamed(Check, kind="straggler_named"):
         """A name given while nothing of its kind was slowed. Without this, a detector that names a rank every
         few steps whatever happens would pass whenever that rank happens to be the one slowed."""
         windows = {source: [self._window(f) for f in slowed if f.kind == kind] for source, kind in SOURCES.items()}
-        # A health event's fields past the common ones (its detector as ``source``, ``slow_rank``, ``ratio``) are the
-        # monitor's to choose (docs/architecture.md, "The event protocol"): read by name.
+        # A health event's fields past those ``Health`` types (``slow_rank``, ``ratio``, a ``step``) are the monitor's
+        # to choose (docs/architecture.md, "The event protocol"): read by name.
         for r in outcome.history.of("health"):
-            source = r.get("source")
+            source = r.source
             if source in windows and not any(t0 <= r.t <= end for t0, end in windows[source]):
                 what = "rank" if source == "straggler" else "link of rank"
                 when = f"step {r['step']}" if "step" in r else f"attempt {r.get('attempt', '?')}"
@@ -66,10 +66,10 @@ class StragglerNamed(Check, kind="straggler_named"):
         """When a name answers ``fault``: from its injection to its release (or revert) plus the bound."""
         return (fault.t_inject or 0.0), (fault.t_release or fault.t_revert or float("inf")) + self.config.within_s
 
-    def _named(self, fault: FaultRecord, source: str, outcome: RunOutcome) -> list[Record]:
+    def _named(self, fault: FaultRecord, source: str, outcome: RunOutcome) -> list[Health]:
         """The health events of ``source`` inside ``fault``'s window."""
         t0, end = self._window(fault)
-        return [r for r in outcome.history.of("health") if r.get("source") == source and t0 <= r.t <= end]
+        return [r for r in outcome.history.of("health") if r.source == source and t0 <= r.t <= end]
 
     @staticmethod
     def _said(v: dict[str, Any]) -> str:
@@ -85,7 +85,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         t0 = fault.t_inject or 0.0
         named = self._named(fault, "link", outcome)
         figs: dict[str, Any] = {"nodes": nodes, "rank": None, "detect_s": None, "ratio": None,
-                                "named": [f"rank {r.get('slow_rank')} on {r.get('host')}" for r in named]}
+                                "named": [f"rank {r.get('slow_rank')} on {r.host}" for r in named]}
         if not nodes:
             return "the fault recorded no node whose link it degraded", figs
         if not named:
@@ -93,12 +93,12 @@ class StragglerNamed(Check, kind="straggler_named"):
                     f"on (workloads/ddp.py --link-probe-every 5; chaos.health.link for your own loop)?", figs)
         others = [(self._window(f), [str(n) for n in f.details.get("nodes") or []]) for f in outcome.injected_faults
                   if f.kind == "network-degrade" and f is not fault]
-        wrong = [r for r in named if r.get("host") not in nodes
-                 and not any(w0 <= r.t <= w1 and r.get("host") in ns for (w0, w1), ns in others)]
+        wrong = [r for r in named if r.host not in nodes
+                 and not any(w0 <= r.t <= w1 and r.host in ns for (w0, w1), ns in others)]
         if wrong:
-            return (f"the link of rank {wrong[0].get('slow_rank')} on {wrong[0].get('host')} was named, but "
+            return (f"the link of rank {wrong[0].get('slow_rank')} on {wrong[0].host} was named, but "
                     f"{', '.join(nodes)}'s was the one degraded", figs)
-        named = [r for r in named if r.get("host") in nodes]
+        named = [r for r in named if r.host in nodes]
         if not named:
             return (f"no link health event named {', '.join(nodes)}'s link while it was degraded (only the links "
                     f"other network-degrade faults degraded)"), figs
@@ -137,7 +137,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         if figs["detect_s"] > c.within_s:
             return f"named {figs['detect_s']} s after the slowdown began (bound {c.within_s:g} s)", figs
         if c.eject:
-            device = first.get("device")
+            device = first.device
             excluded = [e for e in read_exclusions(exclusions_path(outcome.run_dir))
                         if e.get("code") == "straggler" and e.get("device") == device]
             relaunch = [r for r in outcome.history.harness(Launch) if r.t > first.t and device in (r.excluded or [])]

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from chaos.checks.base import Check, CheckConfig, CheckResult, FaultRecord, RunOutcome
 from chaos.checks.base import norm_path as _norm
+from chaos.evidence.harness_records import CkptVerify
 from chaos.evidence.records import CkptCommit, CkptLoad
 
 
@@ -200,15 +201,14 @@ def _stages_on_rank_0_alone(h: Any, t: float, attempt: str, step: int, unstaged:
 def _loaded_whole(h: Any, attempt: str, step: int, path: str, t: float) -> CkptLoad | None:
     """A later attempt's ``ckpt_load`` of this save (its step, and its path where both name one) that the
     harness's witness verified intact when the load was seen, or None."""
-    looks = [r for r in h.of("ckpt_verify") if r.source == "harness" and r.get("seen") == "ckpt_load"
-             and r.get("ok") is True]
+    looks = [r for r in h.harness(CkptVerify) if r.seen == "ckpt_load" and r.ok is True]
     for load in h.of("ckpt_load"):
         if load.t <= t or str(load.attempt) == attempt or load.step != step:
             continue
         where = _norm(load.path)
         if path and where and where != path:
             continue
-        if any(_norm(r.get("path")) == where and str(r.attempt) == str(load.attempt)
-               and r.get("t_event") == load.t for r in looks) and where:
+        if any(_norm(r.path) == where and str(r.attempt) == str(load.attempt)
+               and r.t_event == load.t for r in looks) and where:
             return load
     return None

@@ -84,8 +84,9 @@ class SurvivorProgress(Check, kind="survivor_progress"):
                     figs["why"] = (f"it struck {_names(hit)}; survivor {name} {gone} and never finished: a survivor "
                                    f"that stops is the stop-the-world drop-replica recovery exists to avoid")
                     return self.failed, figs
-                top = max((int(r["step"]) for p in groups.processes.values() for r in p.steps), default=0)
-                own = max((int(r["step"]) for r in proc.steps), default=0)
+                top = max((int(r.step) for p in groups.processes.values() for r in p.steps), default=0)
+                own = max((int(r.step) for r in proc.steps), default=0)
+                # A final's step by name: ``Final.step`` insists on it, and a final without one is a mismatch here.
                 if not later and proc.final is not None and (own < top or proc.final.get("step") != own):
                     figs["survivors"][name] = {"finished": False}
                     figs["why"] = (f"it struck {_names(hit)}; survivor {name} wrote its final at step "
@@ -99,7 +100,7 @@ class SurvivorProgress(Check, kind="survivor_progress"):
                 gap = largest_gap([r.t for r in proc.steps], since, end)
                 stall = 0.0 if gap is None else gap[1] - gap[0]
                 figs["survivors"][name] = {"stall_s": round(stall, 3), "steps_after": len(after),
-                                           "first_step_after": int(after[0]["step"]) if after else None,
+                                           "first_step_after": int(after[0].step) if after else None,
                                            "finished": later == []}
                 if rejoining:
                     figs["survivors"][name]["rejoining"] = True

@@ -81,16 +81,22 @@ def assess(args: argparse.Namespace) -> int:
         console.print(f"experiments written to {out / 'experiments'} (run them with: pytest {out / 'experiments'})")
         return 0
     journals: dict[str, Journal] = {}
+    stopped: int | None = None
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:.0f}/{task.total:.0f} s"),
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         task = bar.add_task("battery", total=max(1.0, total_estimate(probes)))
         for p in probes:
             if not p.runs:
                 continue
+            if stopped is not None:  # Ctrl-C ended the battery: the card says what ran and what did not
+                p.skip = "not run: the assessment was interrupted"
+                continue
             bar.update(task, description=f"{p.name}")
             report = run_experiment(load_experiment(paths[p.name]), runs)
             journals[p.name] = Journal.read(report.run_dir)
             bar.advance(task, p.estimate_s)
+            if report.exit_code > 128:  # the runner stopped the job and reverted its faults on SIGINT/SIGTERM
+                stopped = report.exit_code
     rows = [row_of(p, journals.get(p.name), seen, str(paths[p.name].relative_to(out)) if p.name in paths else "")
             for p in probes]
     scale, note = (project(rows, journals, seen, args.project_gpus) if args.project_gpus
@@ -99,6 +105,8 @@ def assess(args: argparse.Namespace) -> int:
     print_card(card, console)
     for path in write(card, out):
         console.print(f"wrote {path}")
+    if stopped is not None:
+        return stopped
     ran = [r for r in rows if r.survived != "not run"]
     return 0 if ran and all(r.survived == "yes" and r.verdict == "PASS" for r in ran) else 1
 

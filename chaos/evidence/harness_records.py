@@ -145,6 +145,19 @@ class Timeout(Record):
     timeout_s = Field(*NUMBER)
 
 
+class Cmd(Record):
+    """A command the harness ran (chaos.runtime.shell): its ``argv``, the ``cmdline`` to paste and run again, its
+    exit code ``rc`` (-1: timed out; None: not run) and ``stderr``; ``dry_run``: only printed, never run."""
+
+    __slots__ = ()
+    KIND = "cmd"
+    argv = Field(list)
+    cmdline = Field(str)
+    rc = Field(int)
+    stderr = Field(str)
+    dry_run = Field(bool)
+
+
 # What faults wrote and saw (chaos.faults).
 
 class XidWrite(Record):
@@ -304,6 +317,15 @@ class CkptVerify(Record):
     format = Field(str)
     problems = Field(list)
     scanned = Field(dict, name="values")  # ``values`` is the mapping's own method
+
+
+class WitnessIncomplete(Record):
+    """The witness closed before every look it was asked for came back: ``answered`` of the ``sent``."""
+
+    __slots__ = ()
+    KIND = "witness_incomplete"
+    sent = Field(int)
+    answered = Field(int)
 
 
 class CkptPointer(Record):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chaos.evidence.events import History, Record, attempt_key
+from chaos.evidence.harness_records import CkptVerify
 from chaos.evidence.records import CkptBegin, CkptCommit, CkptLoad, Step
 
 
@@ -164,7 +165,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
     if not segments:
         raise LineageError("the run recorded no training steps and no checkpoint loads")
     begins = history.of("ckpt_begin")
-    verifies = history.of("ckpt_verify")
+    verifies = history.harness(CkptVerify)
     notes: list[str] = []
     if head_attempt is None:
         head_attempt = history.final_attempt()
@@ -197,7 +198,7 @@ def rebuild_lineage(history: History, head_attempt: str | None = None) -> Lineag
 
 
 def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
-                 begins: list[CkptBegin], verifies: list[Record]) -> tuple[CkptCommit | CkptBegin, Segment]:
+                 begins: list[CkptBegin], verifies: list[CkptVerify]) -> tuple[CkptCommit | CkptBegin, Segment]:
     """The latest commit of ``child.resumed_from`` before ``child`` loaded it, preferring the same path."""
     step = child.resumed_from
     candidates = [(r, s) for s in segments for r in s.commits
@@ -220,14 +221,6 @@ def _find_commit(segments: list[Segment], child: Segment, lineage: Lineage,
         lineage.notes.append(f"attempt {child.name} loaded {child.load_path} for step {step}, "
                              f"which was committed as {candidates[-1][0].path}")
     return max(same_path or candidates, key=lambda c: c[0].t)
-
-
-def _step_of(record: Record) -> int | None:
-    # The harness's own records (ckpt_verify) are not held to the protocol: their step may be anything.
-    try:
-        return int(record["step"])
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _same_path(committed: Any, loaded: Any) -> bool:
@@ -255,23 +248,24 @@ def _unannounced_commit(segments: list[Segment], child: Segment,
     return None
 
 
-def _require_verified_load(child: Segment, begin: CkptBegin, parent: Segment, verifies: list[Record]) -> None:
+def _require_verified_load(child: Segment, begin: CkptBegin, parent: Segment, verifies: list[CkptVerify]) -> None:
     """A bare ``ckpt_begin`` stands for a commit only if the harness found the loaded checkpoint whole.
 
     A save killed halfway leaves the same ``ckpt_begin`` as one killed after it became durable;
     only the witness's ``ckpt_verify`` of the load (chaos/evidence/witness.py) tells the two apart.
     """
     step = child.resumed_from
-    looks = [r for r in verifies if r.get("seen") == "ckpt_load" and str(r.attempt) == child.attempt
-             and _step_of(r) == step and child.load_path is not None and r.get("path") is not None
-             and _same_path(r.get("path"), child.load_path)]
-    if any(r.get("ok") is True for r in looks):
+    # The harness's own records are not held to the protocol: a step or path of another type reads None (no look).
+    looks = [r for r in verifies if r.seen == "ckpt_load" and str(r.attempt) == child.attempt
+             and r.step == step and child.load_path is not None and r.path is not None
+             and _same_path(r.path, child.load_path)]
+    if any(r.ok is True for r in looks):
         return
     head = (f"attempt {child.name} resumed from step {step}, which attempt {parent.name} began saving "
             f"(ckpt_begin {begin.path}) but never announced with ckpt_commit, and ")
     tail = ": an unannounced save is not taken as a commit without that proof"
-    problems = "; ".join(str(p) for r in looks for p in r.get("problems") or []) or "no details"
-    if any(r.get("ok") is False for r in looks):
+    problems = "; ".join(str(p) for r in looks for p in r.problems or []) or "no details"
+    if any(r.ok is False for r in looks):
         raise LineageError(f"{head}the harness found it broken when it was loaded ({problems}){tail}")
     if child.load_path is None:
         why = ("its ckpt_load names no path, so the harness could not verify what it loaded; "

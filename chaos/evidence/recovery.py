@@ -20,6 +20,7 @@ from chaos.evidence import in_step
 from chaos.evidence.events import History, Record
 from chaos.evidence.harness_records import Exit, SlurmJob, WorkerExit, WorkerSpawn
 from chaos.evidence.outcome import FaultRecord
+from chaos.evidence.records import Health
 
 # Workload events that show the job reacted to a fault on its own (as opposed to dying of it).
 REACTION_EVENTS = ("health", "ckpt_error", "ckpt_reject")
@@ -109,13 +110,14 @@ def _answers(r: Record, fault: FaultRecord) -> bool:
     named = in_step.answers(r, fault)
     if named is not None:
         return named  # a fault inside the step: a health event naming its class (nan, sdc, oom)
-    # A health event's fields past the common ones are the monitor's to choose (docs/architecture.md): by name.
     if fault.kind == "xid":
-        return ev == "health" and str(r.get("code")) == str(d.get("code")) and str(r.get("device")) == str(d.get("device"))
+        return isinstance(r, Health) and str(r.code) == str(d.get("code")) and str(r.device) == str(d.get("device"))
     if fault.kind == "network-degrade":
-        return ev == "health" and r.get("source") == "link"
+        return ev == "health" and r.source == "link"
+    # ``slow_rank``: a field of a health event past those ``Health`` types, the monitor's to choose
+    # (docs/architecture.md): by name.
     if fault.kind == "straggler":
-        return ev == "health" and r.get("source") == "straggler" and r.get("slow_rank") in (d.get("ranks") or [])
+        return ev == "health" and r.source == "straggler" and r.get("slow_rank") in (d.get("ranks") or [])
     return True
 
 

@@ -28,7 +28,8 @@ def journal(checks: dict[str, str], *, recovery: dict[str, Any] | None = None, i
     results = [CheckResult(kind, verdict, f"{kind} said {verdict}") for kind, verdict in checks.items()]
     failed = any(v != "pass" for v in checks.values())
     code = exit_code if exit_code is not None else (1 if failed or not injected else 0)
-    return Journal(experiment="x", run_dir="/r/y", exit_code=code, verdict={0: "PASS", 1: "FAIL", 3: "ERROR"}[code],
+    return Journal(experiment="x", run_dir="/r/y", exit_code=code,
+                   verdict={0: "PASS", 1: "FAIL", 3: "ERROR"}.get(code, "INTERRUPTED"),
                    attempts=[f"0.{i}" for i in range(attempts)], faults=[fault], checks=results,
                    goodput={"by_fault": by_fault or {"kill-rank#0": {"detection": 1.0, "restart": 6.0,
                                                                       "ckpt_load": 2.0, "recompute": 0.4}}})
@@ -95,6 +96,12 @@ def test_untraced_samples_say_the_lines_that_trace_them() -> None:
     assert row.exactly_once.startswith("not traced") and "sdk.step(" in row.exactly_once
     hf = seen(samples_traced=False, stack=["Hugging Face Transformers"])
     assert "ChaosCallback" in row_of(probe("rank-kill", hf), journal({"completes": "pass"}), hf).exactly_once
+
+
+def test_an_interrupted_run_is_not_tested_whatever_its_checks_said() -> None:
+    j = journal(ALL_PASS, exit_code=130).model_copy(update={"verdict": "INTERRUPTED"})
+    row = row_of(probe("rank-kill"), j, seen())
+    assert row.survived == "not tested" and "interrupted" in row.finding
 
 
 def test_a_run_the_harness_could_not_carry_out_is_an_error() -> None:
