@@ -16,6 +16,7 @@ from typing import Any
 
 from chaos.assess.observe import Observation
 from chaos.assess.plan import Probe
+from chaos.evidence.events import History
 from chaos.gameday.projection import goodput_at
 from chaos.report.journal import Journal
 from chaos.spec.mixes import LLAMA3_405B
@@ -106,10 +107,17 @@ def row_of(probe: Probe, journal: Journal | None, seen: Observation, experiment:
         row.survived = "not tested"
         row.finding = (f"the kill did not land inside a save (a save took {seen.save_s} s here): {struck.reason}")
         return row
-    injected = [f for f in journal.faults if f.injected]
-    if not injected:
+    # Every fault of the probe must have struck: a corruption whose kill never came tested no restart, a slowed disk
+    # whose kill never came no torn save.
+    missed = [f for f in journal.faults if not f.injected]
+    if missed or not journal.faults:
         row.survived = "not tested"
-        row.finding = "the fault never struck: " + "; ".join(f"{f.label}: {f.error or f.status}" for f in journal.faults)
+        row.finding = "the fault never struck: " + ("; ".join(f"{f.label}: {f.error or f.status}" for f in missed)
+                                                    or "the run recorded no fault")
+        return row
+    untested = _untested(probe, journal)
+    if untested:
+        row.survived, row.finding = "not tested", untested
         return row
     completes = verdicts.get("completes")
     row.survived = {"pass": "yes", "fail": "no"}.get(completes.verdict if completes else "", "?")
@@ -118,7 +126,40 @@ def row_of(probe: Probe, journal: Journal | None, seen: Observation, experiment:
         row.survived = "only by luck"  # it went on because the harness thawed the rank, not because it acted
     elif probe.name == "nan" and row.remedy == REMEDY["nan"]:
         row.survived = "no"  # it ran to the end, on weights the NaN had reached
+    elif row.survived == "yes":
+        # A job outlives a frozen rank once it thaws, and runs to its end on poisoned weights: for these classes
+        # finishing is no survival; the check that the job acted on the fault is, and it must have passed.
+        owed = {"hang": ("detection",), "nan": ("detection", "no_corrupt_commit")}.get(probe.name, ())
+        unproven = [k for k in owed if k in verdicts and verdicts[k].verdict != "pass"]
+        if unproven:
+            row.survived = "not proven"
+            row.finding = "; ".join(f"{k} {verdicts[k].verdict.upper()}: {verdicts[k].reason}" for k in unproven)
     return row
+
+
+def _untested(probe: Probe, journal: Journal) -> str | None:
+    """Why this run, although its faults struck, did not test its class; None where it did."""
+    if probe.name == "corrupt-newest":
+        # The restart met the corrupt save only if no newer one had committed by the kill.
+        corrupt, kill = journal.faults[0], journal.faults[-1]
+        step, newest = corrupt.details.get("step"), kill.recovery.get("durable_step")
+        if not isinstance(step, int) or not isinstance(newest, int):
+            return "not proven that the restart met the corrupt checkpoint: the run does not say which save was newest"
+        if newest > step:
+            return (f"the kill came after a newer save (step {newest}) than the corrupted one (step {step}): the "
+                    f"restart never needed the corrupt checkpoint")
+    if probe.name == "storage-full":
+        fault = journal.faults[0]
+        end = fault.t_release or fault.t_revert
+        try:
+            history = History.from_run_dir(journal.folder)
+        except OSError:
+            return "not proven that a save met the full disk: the run's records cannot be read"
+        during = [r for r in history.of("ckpt_begin", "ckpt_error")
+                  if fault.t_inject is not None and end is not None and fault.t_inject <= r.t <= end]
+        if not during:
+            return "no save began while the disk was full: the job never met it"
+    return None
 
 
 def _verdict_or(result: Any, absent: str) -> str:
@@ -162,10 +203,14 @@ def _finding(probe: Probe, journal: Journal, verdicts: dict[str, Any], seen: Obs
         return (f"the hung rank went unnoticed: nothing acted within {probe.faults[0].get('duration_s')} s "
                 f"({verdicts['detection'].reason})", REMEDY["hang"])
     if probe.name == "nan":
-        bad = [_failed(verdicts, k) for k in ("detection", "no_corrupt_commit", "matches_golden")]
-        bad = [b for b in bad if b]
-        if bad or completes:
-            return ("the NaN was trained on: " + (bad[0].reason if bad else completes.reason)), REMEDY["nan"]
+        bad = [b for b in (_failed(verdicts, "detection"), _failed(verdicts, "no_corrupt_commit")) if b]
+        if bad:
+            return "the NaN was trained on: " + bad[0].reason, REMEDY["nan"]
+        if completes:
+            return f"the NaN ended the job: {completes.reason}", REMEDY["nan"]
+        if _failed(verdicts, "matches_golden"):  # caught in time, yet not the fault-free end: the recovery's doing
+            return (f"the NaN was caught, but the run did not end as the fault-free one: "
+                    f"{verdicts['matches_golden'].reason}", "")
     if probe.name == "storage-full" and completes:
         return f"the job did not survive a full disk at a save: {completes.reason}", REMEDY["storage"]
     if completes and attempts <= 1 and probe.name in ("rank-kill", "kill-during-save", "corrupt-newest"):
@@ -221,13 +266,19 @@ def project(rows: list[Row], journals: dict[str, Journal], seen: Observation, gp
     for row in rows:
         journal = journals.get(row.probe)
         fault = _struck(journal) if journal is not None else None
-        if row.probe == "rank-kill" and row.survived == "yes" and fault is not None:
-            bill = ((journal.goodput or {}).get("by_fault") or {}).get(fault.label) or {}
-            if bill:
-                costs.append(sum(bill.get(k, 0.0) for k in RESTART_PARTS))
+        if row.probe != "rank-kill" or row.survived != "yes" or fault is None:
+            continue
+        resumed = {c.kind: c.verdict for c in journal.checks}.get("recovery_time") == "pass"
+        bill = ((journal.goodput or {}).get("by_fault") or {}).get(fault.label) or {}
+        # The model's restart: it resumed from the newest save (a restart from scratch is no such cost), and the
+        # split billed every part of it.
+        if resumed and all(k in bill for k in RESTART_PARTS):
+            costs.append(sum(bill[k] for k in RESTART_PARTS))
     if not costs:
-        return None, "no projection: no rank death was survived here, so there is no measured restart cost to project"
-    if not seen.saves or seen.save_s is None or not seen.step_s or not seen.save_every:
+        return None, ("no projection: no rank death was survived here with a resume from the newest save and its "
+                      "detection, restart and checkpoint load measured, so there is no restart cost to project")
+    if len([s for s in seen.saves if s < seen.final_step]) < 2 or seen.save_s is None or not seen.step_s \
+            or not seen.save_every:
         return None, "no projection: the fault-free run showed no periodic save to take the interval and save cost from"
     mix = LLAMA3_405B
     rate = mix.total / (mix.gpus * mix.span_days * 24.0)

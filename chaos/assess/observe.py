@@ -166,8 +166,11 @@ def derive(history: History, run_dir: Path, job: Job, *, exit_code: int | None, 
         final = max(printed, default=0)
         step_s, how = None, "unknown: no step was seen"
         if printed and wall_s > 0:
-            step_s = round(wall_s / max(1, len(set(printed))), 4)
-            how = f"estimated: the run's {wall_s:.1f} s over the {len(set(printed))} steps its output counted"
+            # The steps the counter spans (0..29 is 30 of them; 50, 100, .. 500 is 500).
+            rises = [b - a for a, b in zip(printed, printed[1:]) if b > a]
+            span = max(printed) - min(printed) + (Counter(rises).most_common(1)[0][0] if rises else 1)
+            step_s = round(wall_s / max(1, span), 4)
+            how = f"estimated: the run's {wall_s:.1f} s over the {span} steps its output counted"
     launch = [r.t for r in history.of("launch")]
     first = min((r.t for r in steps), default=None)
     startup = round(first - launch[0], 3) if launch and first is not None else None
@@ -234,39 +237,50 @@ def _checkpoint_files(run_dir: Path, limit: int = 40) -> list[str]:
     return out
 
 
+STEP_WORDS_FIRST = ("step", "global_step", "iter", "iteration", "it")
+"""Counter words that name optimizer steps; an epoch or batch counter is proposed only where none of these counts."""
+
+
 def propose_step_regex(lines: list[str]) -> tuple[str | None, list[int], str]:
     """A ``step_regex`` for a job that only prints: the counter word (step, iter, epoch, ...) whose numbers, on the
-    lowest rank's lines where the lines name ranks, rise most often by one. Returns the regex, the numbers it
-    reads from ``lines``, and what was found, in words; (None, [], why) where nothing counts."""
+    lowest rank's lines where the lines name ranks, rise by one constant stride (a job that logs every 10 steps counts
+    10, 20, 30), never fall, and rise most often; a step word before an epoch or batch counter. Returns the regex, the
+    numbers it reads from ``lines``, and what was found, in words; (None, [], why) where nothing counts."""
     found: dict[tuple[str, str | None], list[int]] = {}
     for line in lines:
         rank = _RANK.search(line)
         for m in _CANDIDATE.finditer(line):
             key = (m.group(1), rank.group(0) if rank else None)
             found.setdefault(key, []).append(int(m.group(2)))
-    best: tuple[int, str, str | None] | None = None
+    best: tuple[tuple[bool, int], str, str | None, int] | None = None
     for (word, marker), values in found.items():
         ranks = Counter(marker for (w, marker) in found if w == word)
         if marker is not None and len(ranks) > 1 and marker != _lowest(list(ranks)):
             continue  # the lowest rank's lines speak for the job
-        rises = sum(1 for a, b in zip(values, values[1:]) if b == a + 1)
-        falls = sum(1 for a, b in zip(values, values[1:]) if b < a)
-        if rises < 2 or falls:
+        steps = [b - a for a, b in zip(values, values[1:]) if b != a]
+        if len(steps) < 2 or min(steps) < 0:
+            continue  # too few rises, or it falls (a counter within an epoch, a second loop's)
+        stride, rises = Counter(steps).most_common(1)[0]
+        if rises < 0.8 * len(steps):
             continue
-        score = (rises, word.lower() in ("step", "global_step", "iter", "iteration"))
-        if best is None or score > (best[0], best[1].lower() in ("step", "global_step", "iter", "iteration")):
-            best = (rises, word, marker)
+        score = (word.lower() in STEP_WORDS_FIRST, rises)
+        if best is None or score > best[0]:
+            best = (score, word, marker, stride)
     if best is None:
         return None, [], ("no counter found in the output (a word such as step, iter or epoch followed by a number "
-                          "that rises by one): give --step-regex, or emit chaos.sdk.step events")
-    _, word, marker = best
+                          "that rises by a constant stride): give --step-regex, or emit chaos.sdk.step events")
+    (is_step, _), word, marker, stride = best
     regex = (re.escape(marker) + r".*?" if marker else r"(?<![A-Za-z_])") + re.escape(word) + \
         r"\b\s*[:=#]?\s*(?P<step>\d+)"
     compiled = re.compile(regex)
     values = [int(m.group("step")) for m in map(compiled.search, lines) if m]
     shown = f" on {marker}'s lines" if marker else ""
-    return regex, values, (f"proposed step_regex {regex!r}: it reads '{word}' {min(values)}..{max(values)} from "
-                           f"{len(values)} lines of the output{shown}; check it counts training steps")
+    every = f", every {stride}" if stride != 1 else ""
+    caveat = ("; check it counts training steps" if is_step else
+              f"; '{word}' counts {word.lower()}s, not optimizer steps (no step counter rose steadily): every trigger and "
+              f"bound of the battery is in {word.lower()}s; give --step-regex if the job prints its steps otherwise")
+    return regex, values, (f"proposed step_regex {regex!r}: it reads '{word}' {min(values)}..{max(values)}{every} "
+                           f"from {len(values)} lines of the output{shown}{caveat}")
 
 
 def _lowest(markers: list[str | None]) -> str | None:

@@ -16,9 +16,9 @@ from chaos.report.html import CSS, _table
 
 HEAD = ["failure class", "survived", "work lost", "recovery", "exactly-once", "checkpoint integrity", "finding"]
 STYLE = {"yes": "bold green", "no": "bold red", "only by luck": "bold red", "not tested": "yellow",
-         "not run": "dim", "error": "bold magenta", "?": "yellow"}
+         "not run": "dim", "error": "bold magenta", "?": "yellow", "not proven": "yellow"}
 COLOUR = {"yes": "#2e7d32", "no": "#c62828", "only by luck": "#c62828", "not tested": "#b7791f", "not run": "#777",
-          "error": "#8e24aa", "?": "#b7791f"}
+          "error": "#8e24aa", "?": "#b7791f", "not proven": "#b7791f"}
 
 
 def _lost(row: dict[str, Any]) -> str:

@@ -99,3 +99,18 @@ def test_a_job_that_only_prints_gets_a_proposed_regex_and_its_files_seen(tmp_pat
     assert not seen.speaks_protocol and seen.step_regex and seen.final_step == 5
     assert seen.files == ["work/snapshot.pt"] and seen.ckpt_dir == "{run_dir}/work"
     assert seen.step_s == 2.0 and seen.step_s_how.startswith("estimated")
+
+
+def test_a_step_logged_every_n_steps_is_still_the_step_counter() -> None:
+    lines = []
+    for step in range(50, 501, 50):
+        lines.append(f"step {step} loss 0.3")
+        lines += [f"eval batch {b}" for b in range(1, 4)] if step % 250 == 0 else []
+    regex, values, note = propose_step_regex(lines)
+    assert "step" in regex and values == list(range(50, 501, 50)) and "every 50" in note, note
+
+
+def test_an_epoch_counter_is_said_to_count_epochs() -> None:
+    lines = [f"epoch {e} step {s} loss 0.5" for e in range(1, 5) for s in range(10, 110, 10)]
+    regex, values, note = propose_step_regex(lines)  # the step counter restarts each epoch: it falls
+    assert "epoch" in regex and "counts epochs, not optimizer steps" in note, note
