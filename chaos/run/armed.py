@@ -43,6 +43,10 @@ class Armed:
         rec.details["trigger"] = self.spec.trigger.describe()
         if isinstance(self.trigger, AtStep):
             rec.details["trigger_step"] = self.trigger.params.at_step  # where it asked to land (journal: landed_step)
+        delay = getattr(self.trigger, "delay", None)
+        if isinstance(delay, dict):  # an in_training fault that waited for a drop-replica job's groups: how long, why
+            rec.details["delayed"] = delay
+            echo(f"{self.fault.label} struck {delay['waited_s']:.1f} s after its due time: {delay['reason']}")
         try:
             details = self.fault.inject(run) or {}
             # A fault that first had to find its target (a listing step on a remote node) says when
@@ -52,7 +56,7 @@ class Armed:
                 rec.t_inject = acted
             rec.details.update(details)
             run.log("fault_inject", fault=self.fault.label, kind=self.fault.kind, index=self.fault.index,
-                    t_fault=rec.t_inject, details=details)
+                    t_fault=rec.t_inject, details=details, **({"delayed": delay} if isinstance(delay, dict) else {}))
             echo(f"injected {self.fault.label}: {details}")
         except ChaosError as exc:
             rec.error = str(exc)

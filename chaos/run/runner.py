@@ -85,6 +85,7 @@ class Runner:
         self._finishing = False
         self._reverted = False
         self._last_inject: float | None = None
+        self._last_inject_t: float | None = None
         self._t0 = clock.mono()
 
     # ----------------------------------------------------------------------------------- setup
@@ -337,7 +338,8 @@ class Runner:
             code = run.target.exit_code()
             if code is None:
                 state = TriggerState(now=now, step=max_step, new_events=new, rng=run.rng,
-                                     last_inject=self._last_inject, ckpt_dir=run.ckpt_dir)
+                                     last_inject=self._last_inject, last_inject_t=self._last_inject_t,
+                                     ckpt_dir=run.ckpt_dir)
                 self._fire(run, armed, records, state)
             if self.on_poll is not None:
                 try:
@@ -410,6 +412,7 @@ class Runner:
                     a.release_hold(run)
                 # The triggers polled after this one see it (in_training's gap_s).
                 self._last_inject = state.last_inject = self.clock.mono() - self._t0
+                self._last_inject_t = state.last_inject_t = records[-1].t_inject or state.last_inject_t  # wall time
             for rec, until in list(a.active):
                 if until is not None and state.now >= until:
                     a.revert(run, rec, self.clock)

@@ -55,6 +55,12 @@ class GamedayConfig(StrictConfig):
     min_gap_s: float = Field(default=3.0, ge=0, le=3600)
     """Faults that come due together strike at least this far apart, each once the job trains again, so the
     report can charge each one its own cost (the draw itself stays a Poisson process)."""
+    wait_for_groups_s: float | None = Field(default=None, gt=0, le=24 * 3600)
+    """A drop-replica job (target torchft) only: a fault that comes due while a replica group is still coming back
+    from an earlier one waits until every group has committed a step since that fault, up to this many seconds past
+    its due time, then strikes (never skipped; its record's ``delayed`` says how long and why). Unset: faults strike at
+    their due time whatever groups are away, and the box's relaunch time decides whether one takes the last group
+    holding the state."""
     categories: dict[str, CategoryConfig] = Field(default_factory=dict)
     """Per category (gpu, hbm, network, software, maintenance, host): another fault, or a rate scale."""
     stop: StopConfig = Field(default_factory=StopConfig)
@@ -159,7 +165,10 @@ def draw(plan: GamedayConfig, seed: int, target_kind: str, *, nproc_per_node: in
         at_s = plan.start_after_s + real_h / plan.span_h * plan.window_s
         template["name"] = f"{category}#{i + 1}"
         template["optional"] = True  # due after the workload ended: not reached (the gameday check counts them)
-        template["trigger"] = {"in_training": {"after_s": round(at_s, 2), "gap_s": plan.min_gap_s}}
+        trigger: dict[str, Any] = {"after_s": round(at_s, 2), "gap_s": plan.min_gap_s}
+        if plan.wait_for_groups_s is not None and target_kind == "torchft":  # a torchft job's nodes are its groups
+            trigger.update(groups=max(1, nodes), groups_wait_s=plan.wait_for_groups_s)
+        template["trigger"] = {"in_training": trigger}
         out.append(Scheduled(at_s=at_s, real_h=real_h, cause=cause, category=category, fault=template,
                              why="set in the plan" if override is not None and override.fault else default.why,
                              overridden=bool(override is not None and override.fault)))
@@ -175,6 +184,9 @@ def describe(plan: GamedayConfig, schedule: list[Scheduled], target_kind: str) -
         f"{plan.window_s:g} s of this run (1 s here = {_human(plan.compression)} there), from {plan.start_after_s:g} s",
         f"expected {plan.expected_faults():.1f} faults; drawn {len(schedule)} (seeded):",
     ]
+    if plan.wait_for_groups_s is not None and target_kind == "torchft":
+        lines.append(f"each fault strikes once every replica group has committed a step since the previous one (a lost "
+                     f"group back), at most {plan.wait_for_groups_s:g} s past its due time")
     for s in schedule:
         fields = {k: v for k, v in s.fault.items() if k not in ("name", "optional", "trigger")}
         lines.append(f"  {s.at_s:8.1f} s  (day {s.real_h / 24:6.2f})  {s.label:<14} {s.cause:<30} {_compact(fields)}")

@@ -153,6 +153,9 @@ def load_experiment(path: str | Path, text: str | None = None) -> Experiment:
             schedule = draw(gameday, top.seed, target_kind, nproc_per_node=top.workload.nproc_per_node,
                             nodes=nodes, elastic=isinstance(min_nodes, int) and min_nodes < nodes,
                             min_nodes=min_nodes if isinstance(min_nodes, int) else None)
+        if gameday.wait_for_groups_s is not None and target_kind != "torchft":
+            col.add(("gameday", "wait_for_groups_s"), f"waits for a drop-replica job's replica groups: target torchft "
+                                                      f"only (this one is {target_kind})")
         # Every override is checked, drawn or not: a typo must not wait for the seed that draws its category.
         for name, override in gameday.categories.items():
             if override.fault is None:

@@ -32,6 +32,9 @@ class TriggerState:
     """The experiment's seeded RNG."""
     last_inject: float | None = None
     """Seconds since launch of the latest injection of any fault (None before the first)."""
+    last_inject_t: float | None = None
+    """The same injection on the wall clock of the workload's records (their ``t``), so a trigger can tell a record
+    stamped after it from one stamped before it and read late (None before the first)."""
     ckpt_dir: Path | None = None
     """The run's checkpoint directory, for triggers that watch what the workload leaves on disk."""
 

@@ -149,3 +149,30 @@ def test_a_torchft_plan_draws_over_its_replica_groups(tmp_path: Path) -> None:
                    "gameday: {mix: llama3-405b, gpus: 16384, span_days: 20, window_s: 60}\nseed: 1\n")
     nodes = {s.fault.get("node") for s in load_experiment(exp).schedule if s.category in ("maintenance", "host")}
     assert nodes and nodes <= {"rg0", "rg1", "rg2"} and len(nodes) > 1
+
+
+def test_a_torchft_plan_that_waits_for_its_groups_says_so_in_every_trigger(tmp_path: Path) -> None:
+    """wait_for_groups_s: each drawn fault waits for every replica group (up to the bound); the draw is unchanged."""
+    body = ("name: gd\nworkload: {script: workloads/torchft_ddp.py, nproc_per_node: 1}\n"
+            "target: {kind: torchft, replica_groups: 3}\n"
+            "gameday: {mix: llama3-405b, gpus: 16384, span_days: 20, window_s: 60%s}\nseed: 1\n")
+    plain, waiting = tmp_path / "plain.yaml", tmp_path / "waiting.yaml"
+    plain.write_text(body % "")
+    waiting.write_text(body % ", wait_for_groups_s: 90")
+    a, b = load_experiment(plain), load_experiment(waiting)
+    assert [(s.at_s, s.cause) for s in a.schedule] == [(s.at_s, s.cause) for s in b.schedule]
+    assert all("groups" not in s.fault["trigger"]["in_training"] for s in a.schedule)
+    assert all(s.fault["trigger"]["in_training"]["groups"] == 3 and
+               s.fault["trigger"]["in_training"]["groups_wait_s"] == 90 for s in b.schedule)
+    assert any("every replica group" in line for line in describe(b.gameday, b.schedule, "torchft"))
+    # Validated and written back (journal, dry run): a plan without the option reads exactly as before it existed.
+    assert a.faults and all("groups" not in f.trigger.describe() for f in a.faults)
+    assert all('"groups":3,"groups_wait_s":90' in f.trigger.describe() for f in b.faults)
+
+
+def test_waiting_for_groups_is_refused_off_torchft(tmp_path: Path) -> None:
+    exp = tmp_path / "gd.yaml"
+    exp.write_text("name: gd\nworkload: {script: workloads/ddp.py, nproc_per_node: 2}\n"
+                   "gameday: {mix: llama3-405b, gpus: 1024, window_s: 60, wait_for_groups_s: 30}\nseed: 1\n")
+    with pytest.raises(ExperimentError, match="wait_for_groups_s"):
+        load_experiment(exp)

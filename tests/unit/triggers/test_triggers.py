@@ -85,6 +85,54 @@ def test_in_training_waits_past_its_time_for_the_next_step() -> None:
     assert not t(st(now=14, events=step))  # once
 
 
+def _group_step(group: int, t: float) -> dict:
+    return {"ev": "step", "step": 3, "replica_group": group, "t": t}
+
+
+def test_in_training_with_groups_waits_until_every_group_stepped_since_the_latest_fault() -> None:
+    """A drop-replica game day: the fault due at 10 s waits while rg1 (struck at wall 1000) relaunches; the survivors'
+    steps do not release it, nor rg1's own step stamped before the fault and read late; its first step after does."""
+    from chaos.triggers.in_training import InTraining, InTrainingParams
+
+    t = InTraining(InTrainingParams(after_s=10, groups=3, groups_wait_s=60))
+
+    def state(now: float, events: list) -> TriggerState:
+        s = st(now=now, events=events)
+        s.last_inject, s.last_inject_t = 5.0, 1000.0
+        return s
+
+    assert not t(state(11, [_group_step(0, 1001), _group_step(2, 1001), _group_step(1, 999.9)]))
+    assert not t(state(20, [_group_step(0, 1010), _group_step(2, 1010)]))
+    assert t.delay is None
+    assert t(state(25, [_group_step(0, 1015), _group_step(1, 1015.2)]))  # rg2 stepped at 1010: all three back
+    assert t.delay is not None and t.delay["away"] == ["rg1"] and t.delay["waited_s"] == 15
+    assert "rg1" in t.delay["reason"] and "once every group had" in t.delay["reason"]
+    assert not t(state(26, [_group_step(1, 1016)]))  # once
+
+
+def test_in_training_with_groups_strikes_anyway_after_its_longest_wait() -> None:
+    """A group that never comes back does not skip the fault: it strikes groups_wait_s past its due time."""
+    from chaos.triggers.in_training import InTraining, InTrainingParams
+
+    t = InTraining(InTrainingParams(after_s=10, groups=2, groups_wait_s=30))
+    s = st(now=39, events=[_group_step(0, 1030)])
+    s.last_inject, s.last_inject_t = 5.0, 1000.0
+    assert not t(s)
+    s = st(now=40.5, events=[_group_step(0, 1031)])
+    s.last_inject, s.last_inject_t = 5.0, 1000.0
+    assert t(s)
+    assert t.delay is not None and t.delay["away"] == ["rg1"] and "groups_wait_s 30" in t.delay["reason"]
+
+
+def test_in_training_with_groups_strikes_on_time_when_every_group_trains() -> None:
+    from chaos.triggers.in_training import InTraining, InTrainingParams
+
+    t = InTraining(InTrainingParams(after_s=10, groups=2))
+    assert not t(st(now=4, events=[_group_step(0, 1004), _group_step(1, 1004)]))  # before the first fault: any step
+    assert t(st(now=10.1, events=[_group_step(0, 1010)]))
+    assert t.delay is None  # no wait: nothing to record
+
+
 def test_in_training_keeps_its_gap_from_the_last_injection() -> None:
     from chaos.triggers.in_training import InTraining, InTrainingParams
 
