@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # A developer's fast tier: every unit test, and one experiment per fault family (a real torchrun job each), in
-# about 4-5 minutes on a 2-core machine. CI still runs everything (scripts/test.sh); this is the loop to run before
-# pushing. Which experiment stands for each family, and why that one, is in docs/development.md ("The fast tier").
+# under 4 minutes on a 2-core machine (docs/development.md has the measure). CI still runs everything
+# (scripts/test.sh); this is the loop to run before pushing. Which experiment stands for each family, and why that
+# one: docs/development.md ("The fast tier").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-VENV=${CHAOS_VENV:-.venv}
-export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+source scripts/env.sh   # setup, the venv, the golden cache, one intra-op thread per rank
 FAMILIES=(
   experiments/rank-kill-ddp.yaml                # a rank dies: torchrun restart, resume, exactly-once, golden
   experiments/kill-node-elastic.yaml            # a node dies (netns nodes; root)

@@ -3,9 +3,7 @@
 # integration runs, and every experiment in experiments/ as a test item.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-VENV=${CHAOS_VENV:-.venv}
-export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
+source scripts/env.sh   # setup, the venv, the golden cache, one intra-op thread per rank
 # Real multi-process torch runs on a shared 2-core box have rare nondeterministic failures of the
 # stack itself (a gloo peer aborting at exit, heap corruption in an FSDP full-state gather), each
 # of which costs a torchrun restart that a restart bound then counts. One rerun absorbs those; a
@@ -31,12 +29,6 @@ export CHAOS_CACHE_DIR=${CHAOS_CACHE_DIR:-$PWD/.cache/chaos}
 # pytest's structured node ids drop): the Kubernetes runs spread over the workers again and queued in the lock
 # (21 min 44 s, then 22 min 2 s with one more local-cluster fault). pyproject pins pytest below 9.2, and
 # tests/unit/test_pytest_plugin.py fails if the group stops running on one worker.
-# One intra-op thread per process, as torchrun gives each of several workers on a node: the suite
-# runs up to five jobs at once on two cores, and a job whose nodes are co-located here with one
-# worker each (world-size changes, Slurm, netns) would otherwise run two OpenMP threads per rank,
-# spinning for each other (hf-trainer-world-size-change: 13.2 -> 10.1 CPU-s, ci/bench/thread_count.py). The
-# golden cache key carries the thread count, so goldens are not shared across the setting.
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 exec "$VENV/bin/python" -m pytest -n "${CHAOS_TEST_WORKERS:-5}" --dist loadgroup -p no:cacheprovider \
   --reruns 1 -rfER \
   --chaos-runs-dir "${CHAOS_RUNS_DIR:-runs/tests}" tests experiments "$@"

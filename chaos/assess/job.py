@@ -77,11 +77,8 @@ class Job:
         if parsed:
             raise UsageError("--arg is for a script the harness launches; with a launch command, put the script's "
                              "arguments in the command itself")
-        # A word that names an existing file or folder where the user stands is made absolute: the job runs in
-        # a directory of its own.
-        words = tuple(str((cwd / w).resolve()) if not w.startswith("-") and (cwd / w).exists() and "/" in w
-                      or w.endswith(".py") and (cwd / w).is_file() else w for w in given)
-        return cls(command=words, nproc=nproc, max_restarts=max_restarts, python=python)
+        return cls(command=tuple(_absolute(w, cwd) for w in given), nproc=nproc, max_restarts=max_restarts,
+                   python=python)
 
     @property
     def name(self) -> str:
@@ -143,6 +140,17 @@ class Job:
                 if (name in names or name in modules) and label not in seen:
                     seen.append(label)
         return seen
+
+
+def _absolute(word: str, cwd: Path) -> str:
+    """A word of the command that names a path where the user stands, made absolute (the job runs in a directory
+    of its own): a ``.py`` file, or a file or folder written as a path (``./conf``, ``data/train``). A bare word
+    (``torchrun``, ``30``) or a flag stays as written, even where a file of that name happens to be here."""
+    if word.startswith("-"):
+        return word
+    path = cwd / word
+    named = word.endswith(".py") and path.is_file() or "/" in word and path.exists()
+    return str(path.resolve()) if named else word
 
 
 def _args(pairs: list[str]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from chaos.assess.card import card_dict, project, row_of
 from chaos.assess.job import Job
-from chaos.assess.observe import observe
+from chaos.assess.observe import Observation, observe
 from chaos.assess.plan import Options, Probe, plan, total_estimate
 from chaos.assess.render import observation_lines, print_card, write
 from chaos.errors import ExperimentError, HarnessError, UsageError
@@ -121,7 +121,7 @@ def _writable(out: Path) -> None:
         raise UsageError(f"{out}: cannot write the card there ({exc.strerror}); give --out a writable folder") from None
 
 
-def _write_experiments(job: Job, seen, probes: list[Probe], out: Path) -> dict[str, Path]:
+def _write_experiments(job: Job, seen: Observation, probes: list[Probe], out: Path) -> dict[str, Path]:
     folder = out / "experiments"
     folder.mkdir(parents=True, exist_ok=True)
     workload = job.workload(experiments_dir=folder, step_regex=seen.step_regex, ckpt_dir=seen.ckpt_dir)
