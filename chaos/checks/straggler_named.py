@@ -50,15 +50,15 @@ class StragglerNamed(Check, kind="straggler_named"):
         """A name given while nothing of its kind was slowed. Without this, a detector that names a rank every
         few steps whatever happens would pass whenever that rank happens to be the one slowed."""
         windows = {source: [self._window(f) for f in slowed if f.kind == kind] for source, kind in SOURCES.items()}
-        # A health event's fields past those ``Health`` types (``slow_rank``, ``ratio``, a ``step``) are the monitor's
-        # to choose (docs/architecture.md, "The event protocol"): read by name.
+        # A ``step`` on a health event is the monitor's to add or not (the protocol gives it none), and the host and
+        # attempt are shown as written, '?' where absent: read by name, for the message alone.
         for r in outcome.history.of("health"):
             source = r.source
             if source in windows and not any(t0 <= r.t <= end for t0, end in windows[source]):
                 what = "rank" if source == "straggler" else "link of rank"
                 when = f"step {r['step']}" if "step" in r else f"attempt {r.get('attempt', '?')}"
-                return (f"{what} {r.get('slow_rank')} on {r.get('host', '?')} was named slow at {when} "
-                        f"({r.get('ratio')}x) while no {SOURCES[source]} fault was acting: "
+                return (f"{what} {r.slow_rank} on {r.get('host', '?')} was named slow at {when} "
+                        f"({r.ratio}x) while no {SOURCES[source]} fault was acting: "
                         f"a false alarm (detector too sensitive for this machine? raise the factor or the window)")
         return None
 
@@ -85,7 +85,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         t0 = fault.t_inject or 0.0
         named = self._named(fault, "link", outcome)
         figs: dict[str, Any] = {"nodes": nodes, "rank": None, "detect_s": None, "ratio": None,
-                                "named": [f"rank {r.get('slow_rank')} on {r.host}" for r in named]}
+                                "named": [f"rank {r.slow_rank} on {r.host}" for r in named]}
         if not nodes:
             return "the fault recorded no node whose link it degraded", figs
         if not named:
@@ -96,14 +96,14 @@ class StragglerNamed(Check, kind="straggler_named"):
         wrong = [r for r in named if r.host not in nodes
                  and not any(w0 <= r.t <= w1 and r.host in ns for (w0, w1), ns in others)]
         if wrong:
-            return (f"the link of rank {wrong[0].get('slow_rank')} on {wrong[0].host} was named, but "
+            return (f"the link of rank {wrong[0].slow_rank} on {wrong[0].host} was named, but "
                     f"{', '.join(nodes)}'s was the one degraded", figs)
         named = [r for r in named if r.host in nodes]
         if not named:
             return (f"no link health event named {', '.join(nodes)}'s link while it was degraded (only the links "
                     f"other network-degrade faults degraded)"), figs
         first = named[0]
-        figs.update(rank=first.get("slow_rank"), detect_s=round(first.t - t0, 3), ratio=first.get("ratio"))
+        figs.update(rank=first.slow_rank, detect_s=round(first.t - t0, 3), ratio=first.ratio)
         if figs["detect_s"] > self.config.within_s:
             return f"named {figs['detect_s']} s after the degradation began (bound {self.config.within_s:g} s)", figs
         return None, figs
@@ -114,7 +114,7 @@ class StragglerNamed(Check, kind="straggler_named"):
         rank = ranks[0] if ranks else None
         t0 = fault.t_inject or 0.0
         named = self._named(fault, "straggler", outcome)
-        figs: dict[str, Any] = {"rank": rank, "detect_s": None, "ratio": None, "named": [r.get("slow_rank") for r in named]}
+        figs: dict[str, Any] = {"rank": rank, "detect_s": None, "ratio": None, "named": [r.slow_rank for r in named]}
         if rank is None:
             return "the fault recorded no rank it slowed", figs
         if not named:
@@ -124,16 +124,16 @@ class StragglerNamed(Check, kind="straggler_named"):
         # (two overlapping stragglers: each naming answers its own fault).
         others = [(self._window(f), f.details.get("ranks") or []) for f in outcome.injected_faults
                   if f.kind == "straggler" and f is not fault]
-        wrong = [r for r in named if r.get("slow_rank") != rank
-                 and not any(w0 <= r.t <= w1 and r.get("slow_rank") in rs for (w0, w1), rs in others)]
+        wrong = [r for r in named if r.slow_rank != rank
+                 and not any(w0 <= r.t <= w1 and r.slow_rank in rs for (w0, w1), rs in others)]
         if wrong:
-            return f"rank {wrong[0].get('slow_rank')} was named, but rank {rank} was the one slowed", figs
-        mine = [r for r in named if r.get("slow_rank") == rank]
+            return f"rank {wrong[0].slow_rank} was named, but rank {rank} was the one slowed", figs
+        mine = [r for r in named if r.slow_rank == rank]
         if not mine:
             return (f"no straggler health event named rank {rank} while it was slowed (only the ranks other "
-                    f"straggler faults slowed: {sorted({str(r.get('slow_rank')) for r in named})})"), figs
+                    f"straggler faults slowed: {sorted({str(r.slow_rank) for r in named})})"), figs
         first = mine[0]
-        figs.update(detect_s=round(first.t - t0, 3), ratio=first.get("ratio"))
+        figs.update(detect_s=round(first.t - t0, 3), ratio=first.ratio)
         if figs["detect_s"] > c.within_s:
             return f"named {figs['detect_s']} s after the slowdown began (bound {c.within_s:g} s)", figs
         if c.eject:

@@ -378,6 +378,9 @@ class Health(_Workload):
     code = _field("code")
     device = _field("device")
     action = _field("action")
+    # A straggler or link monitor's (source "straggler" or "link", chaos.health): the rank it named, how much slower.
+    slow_rank = _field("slow_rank")
+    ratio = _field("ratio")
 
 
 class Instep(_Workload):

@@ -114,10 +114,8 @@ def _answers(r: Record, fault: FaultRecord) -> bool:
         return isinstance(r, Health) and str(r.code) == str(d.get("code")) and str(r.device) == str(d.get("device"))
     if fault.kind == "network-degrade":
         return ev == "health" and r.source == "link"
-    # ``slow_rank``: a field of a health event past those ``Health`` types, the monitor's to choose
-    # (docs/architecture.md): by name.
     if fault.kind == "straggler":
-        return ev == "health" and r.source == "straggler" and r.get("slow_rank") in (d.get("ranks") or [])
+        return isinstance(r, Health) and r.source == "straggler" and r.slow_rank in (d.get("ranks") or [])
     return True
 
 
